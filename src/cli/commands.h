@@ -1,0 +1,13 @@
+// Each `npu` subcommand lives in its own cmd_*.cpp and registers itself on the app here.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace xdna::cli {
+
+void add_doctor_command(CLI::App& app);      // cmd_doctor.cpp
+void add_bench_command(CLI::App& app);       // cmd_bench.cpp
+void add_checkpoint_command(CLI::App& app);  // cmd_checkpoint.cpp
+void add_model_command(CLI::App& app);       // cmd_model.cpp
+void add_serve_command(CLI::App& app);       // cmd_serve.cpp
+
+}  // namespace xdna::cli

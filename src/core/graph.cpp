@@ -1,0 +1,107 @@
+#include "core/graph.h"
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace xdna {
+
+ValueId Graph::input(const std::string& name, Tensor t) {
+  values_.push_back(Value{std::move(t), -1, name});
+  return static_cast<ValueId>(values_.size() - 1);
+}
+
+ValueId Graph::add(OpKind op, std::vector<ValueId> inputs, OpAttrs attrs, std::string name) {
+  for (ValueId v : inputs)
+    if (v < 0 || v >= static_cast<ValueId>(values_.size()))
+      throw std::out_of_range("graph node '" + name + "' uses an undefined value");
+  if (name.empty()) name = std::string(op_name(op)) + "." + std::to_string(nodes_.size());
+  Node n{op, std::move(attrs), std::move(inputs), static_cast<ValueId>(values_.size()), name};
+  values_.push_back(Value{{}, static_cast<int>(nodes_.size()), name});
+  nodes_.push_back(std::move(n));
+  return nodes_.back().output;
+}
+
+void Graph::set(ValueId v, Tensor t) {
+  if (v < 0 || v >= static_cast<ValueId>(values_.size()) || values_[v].producer >= 0)
+    throw std::invalid_argument("graph: value " + std::to_string(v) + " is not an input");
+  values_[v].tensor = std::move(t);
+}
+
+const Tensor& Graph::get(ValueId v) const { return values_.at(v).tensor; }
+
+int RunReport::fallbacks() const {
+  int n = 0;
+  for (const auto& r : ops) n += r.fallback;
+  return n;
+}
+
+std::string RunReport::summary() const {
+  std::map<std::pair<std::string, std::string>, std::pair<int, double>> agg;
+  for (const auto& r : ops) {
+    auto& a = agg[{std::string(op_name(r.op)), r.backend}];
+    a.first += 1;
+    a.second += r.ms;
+  }
+  std::string out;
+  char line[256];
+  for (const auto& [k, v] : agg) {
+    std::snprintf(line, sizeof line, "%-14s %-22s %5d ops %10.3f ms\n", k.first.c_str(),
+                  k.second.c_str(), v.first, v.second);
+    out += line;
+  }
+  if (int f = fallbacks()) out += std::to_string(f) + " op(s) fell back to a later backend\n";
+  return out;
+}
+
+nlohmann::json RunReport::to_json() const {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& r : ops)
+    j.push_back({{"node", r.node},
+                 {"op", op_name(r.op)},
+                 {"backend", r.backend},
+                 {"fallback", r.fallback},
+                 {"ms", r.ms}});
+  return j;
+}
+
+Executor::Executor(std::vector<Backend*> backends) : backends_(std::move(backends)) {
+  if (backends_.empty()) throw std::invalid_argument("executor needs at least one backend");
+}
+
+RunReport Executor::run(Graph& g) {
+  RunReport report;
+  auto& values = g.values();
+  std::vector<Tensor> args;
+  for (const Node& n : g.nodes()) {
+    args.clear();
+    for (ValueId v : n.inputs) {
+      if (!values[v].tensor.defined())
+        throw std::runtime_error("graph node '" + n.name + "': input '" + values[v].name +
+                                 "' has no tensor bound");
+      args.push_back(values[v].tensor);
+    }
+    Backend* chosen = nullptr;
+    bool fallback = false;
+    for (Backend* b : backends_) {
+      if (b->supports(n, args)) {
+        chosen = b;
+        break;
+      }
+      fallback = true;
+    }
+    if (!chosen)
+      throw std::runtime_error("no backend can run '" + n.name + "' (" +
+                               std::string(op_name(n.op)) + ")");
+    const auto t0 = std::chrono::steady_clock::now();
+    values[n.output].tensor = chosen->compute(n, args);
+    const auto t1 = std::chrono::steady_clock::now();
+    report.ops.push_back({n.name, n.op, std::string(chosen->name()), fallback,
+                          std::chrono::duration<double, std::milli>(t1 - t0).count()});
+  }
+  return report;
+}
+
+}  // namespace xdna
