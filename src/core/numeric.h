@@ -21,7 +21,9 @@ float f16_to_f32(uint16_t h);
 
 // bfp16ebs8: blocks of 8 values stored as 9 bytes: exponent byte E (the largest biased f32
 // exponent in the block), then 8 two's-complement int8 mantissas m, value = m * 2^(E-127) / 64.
-// Encoding truncates. n must be a multiple of 8.
+// Encoding truncates the two's-complement mantissa, i.e. floors (as mlir-aie's helper and the
+// hardware do); f32 denormals flush to 0; a block holding NaN or Inf is stored with E = 255 and
+// decodes to 8 NaNs. n must be a multiple of 8 (else std::invalid_argument).
 constexpr int kBfp16BlockValues = 8;
 constexpr int kBfp16BlockBytes = 9;
 void bfp16_encode(const float* x, int64_t n, uint8_t* out);
@@ -29,6 +31,7 @@ void bfp16_decode(const uint8_t* in, int64_t n, float* out);
 
 // Symmetric int8 over a [rows, cols] matrix: scale = max|x| / 127 per group of `group` values
 // along a row (group == cols: per output channel). scales has rows * (cols / group) entries.
+// q = x / scale rounded to nearest even; an all-zero group gets scale 0; NaN/Inf input throws.
 void quantize_int8(const float* x, int64_t rows, int64_t cols, int64_t group, int8_t* q,
                    float* scales);
 // Symmetric int4 in [-8, 7] with scale = max|x| / 7 per group; two values per byte, the even

@@ -135,6 +135,16 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
     }
   }
   t.shape_[d] = end - start;
+  if (scales_) {
+    // Scales are shaped like the tensor with the last dimension counted in groups.
+    if (d == ndim() - 1) {
+      if (start % group_ || end % group_)
+        throw std::invalid_argument("slice of a quantized row must start and end on a group boundary");
+      t.scales_ = std::make_shared<Tensor>(scales_->slice(d, start / group_, end / group_));
+    } else {
+      t.scales_ = std::make_shared<Tensor>(scales_->slice(d, start, end));
+    }
+  }
   return t;
 }
 
@@ -217,7 +227,7 @@ std::vector<float> Tensor::to_vector() const {
   const int64_t row_bytes = dtype_bytes(dtype_, cols);
   const int64_t groups_per_row = (scales_ && group_ > 0) ? cols / group_ : 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const float* sc = scales_ ? scales_->data<float>() + r * groups_per_row : nullptr;
+    const float* sc = c.scales_ ? c.scales_->data<float>() + r * groups_per_row : nullptr;
     dequantize_row(dtype_, c.raw() + r * row_bytes, out.data() + r * cols, cols, sc, group_);
   }
   return out;
@@ -232,7 +242,9 @@ void Tensor::set_scales(Tensor scales, int64_t group) {
   if (scales.numel() != expect)
     throw std::invalid_argument("expected " + std::to_string(expect) + " scales, got " +
                                 std::to_string(scales.numel()));
-  scales_ = std::make_shared<Tensor>(scales.contiguous());
+  Shape sshape = shape_;
+  sshape.back() /= group;
+  scales_ = std::make_shared<Tensor>(scales.contiguous().reshape(sshape));
   group_ = group;
 }
 
