@@ -54,6 +54,7 @@ struct OpAttrs {
   int64_t window = 0;     // sliding-window size in tokens (0 = unlimited)
   int64_t q_offset = 0;   // position of the first query row within the key sequence
   float softcap = 0.0f;   // logit soft-capping (0 = off)
+  float attn_scale = 0.0f;  // logit scale (0 = 1/sqrt(head_dim))
   // rope
   RopeLayout rope_layout = RopeLayout::HalfSplit;
   float rope_theta = 10000.0f;

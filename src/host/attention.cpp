@@ -1,0 +1,182 @@
+#include "host/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/parallel.h"
+#include "host/matmul.h"
+#include "host/ops.h"
+
+namespace xdna::host {
+namespace {
+
+// From this many query rows on, scores and outputs are computed as GEMMs (host::matmul); below
+// it (decode) a per-row loop is cheaper than packing.
+constexpr int64_t kGemmMinRows = 16;
+// Query rows per GEMM block: the score block [rows, S] stays within ~8 MiB.
+constexpr int64_t kBlockRows = 64;
+constexpr int64_t kScoreBudget = int64_t{1} << 21;
+
+Tensor packed(const char* what, const Tensor& t) {
+  if (!t.defined()) throw std::invalid_argument(std::string("attention: ") + what + " is undefined");
+  if (t.dtype() != DType::F32)
+    throw std::invalid_argument(std::string("attention: ") + what + " must be f32, got " +
+                                std::string(dtype_name(t.dtype())));
+  return t.contiguous();
+}
+
+struct Problem {
+  int64_t T, Hq, D, S, Hkv, Dv, group;
+  const float *q, *k, *v, *mask;
+  float* y;
+  AttentionParams p;
+  float scale;
+
+  // Keys [lo, hi) visible to query row t.
+  void visible(int64_t t, int64_t& lo, int64_t& hi) const {
+    const int64_t pos = p.q_offset + t;
+    hi = p.causal ? std::min(S, pos + 1) : S;
+    lo = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
+  }
+  // Scale, soft-cap and mask one raw dot product q·k_j of query row t.
+  float logit(float dot, int64_t t, int64_t j) const {
+    float s = dot * scale;
+    if (p.softcap > 0.0f) s = p.softcap * std::tanh(s / p.softcap);
+    if (mask) s += mask[t * S + j];
+    return s;
+  }
+};
+
+// Plain-pointer loops (see ops.cpp: captured pointers would be reloaded after each store).
+float dot(const float* a, const float* b, int64_t n) {
+  float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+void axpy(float w, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += w * x[i];
+}
+
+// One work item per (query row, head): dot products, softmax, weighted sum of values.
+void attention_rows(const Problem& a) {
+  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(a.S * a.D, 1));
+  parallel_for(a.T * a.Hq, grain, [&](int64_t i0, int64_t i1) {
+    std::vector<float> scores(a.S);
+    for (int64_t it = i0; it < i1; ++it) {
+      const int64_t t = it / a.Hq, h = it % a.Hq, kh = h / a.group;
+      const float* qr = a.q + (t * a.Hq + h) * a.D;
+      float* out = a.y + (t * a.Hq + h) * a.Dv;
+      std::fill(out, out + a.Dv, 0.0f);
+      int64_t lo, hi;
+      a.visible(t, lo, hi);
+      if (lo >= hi) continue;  // nothing visible
+      for (int64_t j = lo; j < hi; ++j)
+        scores[j - lo] = a.logit(dot(qr, a.k + (j * a.Hkv + kh) * a.D, a.D), t, j);
+      softmax_rows(scores.data(), 1, hi - lo);
+      for (int64_t j = lo; j < hi; ++j) {
+        const float w = scores[j - lo];
+        if (w != 0.0f) axpy(w, a.v + (j * a.Hkv + kh) * a.Dv, out, a.Dv);
+      }
+    }
+  });
+}
+
+// Copies rows [r0, r1) of head h of x [R, H, C] into a packed [r1 - r0, C] tensor.
+Tensor gather_head(const float* x, int64_t H, int64_t C, int64_t h, int64_t r0, int64_t r1) {
+  Tensor out = Tensor::empty({r1 - r0, C});
+  for (int64_t r = r0; r < r1; ++r)
+    std::memcpy(out.data<float>() + (r - r0) * C, x + (r * H + h) * C, C * sizeof(float));
+  return out;
+}
+
+// Per kv head and block of query rows: scores = Q Kᵀ and out = P V as GEMMs over the keys any
+// row of the block can see; the per-row visibility, cap and mask are applied in between.
+void attention_gemm(const Problem& a) {
+  const int64_t rows = std::clamp<int64_t>(kScoreBudget / std::max<int64_t>(a.S, 1), 1, kBlockRows);
+  for (int64_t kh = 0; kh < a.Hkv; ++kh) {
+    const Tensor keys = gather_head(a.k, a.Hkv, a.D, kh, 0, a.S);  // [S, D]
+    for (int64_t t0 = 0; t0 < a.T; t0 += rows) {
+      const int64_t t1 = std::min(a.T, t0 + rows), n = t1 - t0;
+      int64_t lo = a.S, hi = 0;  // union of the rows' visible ranges
+      for (int64_t t = t0; t < t1; ++t) {
+        int64_t l, h;
+        a.visible(t, l, h);
+        if (l < h) lo = std::min(lo, l), hi = std::max(hi, h);
+      }
+      // Values of the visible keys, transposed to [Dv, hi - lo]: matmul's weight layout.
+      Tensor vt;
+      if (lo < hi) {
+        vt = Tensor::empty({a.Dv, hi - lo});
+        for (int64_t j = lo; j < hi; ++j)
+          for (int64_t d = 0; d < a.Dv; ++d)
+            vt.data<float>()[d * (hi - lo) + (j - lo)] = a.v[(j * a.Hkv + kh) * a.Dv + d];
+      }
+      for (int64_t h = kh * a.group; h < (kh + 1) * a.group; ++h) {
+        if (lo >= hi) {  // no row of the block sees any key
+          for (int64_t t = t0; t < t1; ++t) std::fill_n(a.y + (t * a.Hq + h) * a.Dv, a.Dv, 0.0f);
+          continue;
+        }
+        const Tensor qb = gather_head(a.q, a.Hq, a.D, h, t0, t1);
+        Tensor scores = matmul(qb, keys.slice(0, lo, hi));  // [n, hi - lo]
+        const int64_t w = hi - lo;
+        parallel_for(n, std::max<int64_t>(1, 4096 / w), [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            float* s = scores.data<float>() + r * w;
+            int64_t l, hh;
+            a.visible(t0 + r, l, hh);
+            for (int64_t j = lo; j < hi; ++j)
+              s[j - lo] = j >= l && j < hh ? a.logit(s[j - lo], t0 + r, j)
+                                           : -std::numeric_limits<float>::infinity();
+            softmax_rows(s, 1, w);
+          }
+        });
+        const Tensor out = matmul(scores, vt);  // [n, Dv]
+        for (int64_t r = 0; r < n; ++r)
+          std::memcpy(a.y + ((t0 + r) * a.Hq + h) * a.Dv, out.data<float>() + r * a.Dv,
+                      a.Dv * sizeof(float));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                 const AttentionParams& p, const Tensor* mask_in) {
+  const Tensor q = packed("q", q_in), k = packed("k", k_in), v = packed("v", v_in);
+  const std::string shapes = "q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) +
+                             ", v " + shape_str(v.shape());
+  if (q.ndim() != 3 || k.ndim() != 3 || v.ndim() != 3)
+    throw std::invalid_argument("attention: expects q [T, Hq, D], k/v [S, Hkv, D]; got " + shapes);
+  const int64_t T = q.dim(0), Hq = q.dim(1), D = q.dim(2);
+  const int64_t S = k.dim(0), Hkv = k.dim(1), Dv = v.dim(2);
+  if (k.dim(2) != D || v.dim(0) != S || v.dim(1) != Hkv || Hkv == 0 || Hq % Hkv != 0)
+    throw std::invalid_argument("attention: mismatched shapes " + shapes);
+  if (p.q_offset < 0 || p.window < 0)
+    throw std::invalid_argument("attention: negative q_offset or window");
+  Tensor mask;
+  if (mask_in) {
+    mask = packed("mask", *mask_in);
+    if (mask.shape() != Shape{T, S})
+      throw std::invalid_argument("attention: mask " + shape_str(mask.shape()) +
+                                  " must be [T, S] for " + shapes);
+  }
+  Tensor y = Tensor::empty({T, Hq, Dv});
+  if (y.numel() == 0) return y;
+  const Problem a{T, Hq, D, S, Hkv, Dv, Hq / Hkv, q.data<float>(), k.data<float>(),
+                  v.data<float>(), mask.defined() ? mask.data<float>() : nullptr,
+                  y.data<float>(), p, p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(float(D))};
+  if (T >= kGemmMinRows && S > 0 && D > 0)
+    attention_gemm(a);
+  else
+    attention_rows(a);
+  return y;
+}
+
+}  // namespace xdna::host

@@ -1,0 +1,24 @@
+// Scaled dot-product attention on the host, one sequence at a time (no batch dimension: a padded
+// batch is run row by row, or with an additive mask).
+#pragma once
+#include "core/tensor.h"
+
+namespace xdna::host {
+
+struct AttentionParams {
+  bool causal = false;
+  int64_t q_offset = 0;  // absolute position of query row 0; key j sits at position j
+  int64_t window = 0;    // sliding window: key j is visible to a query at p only if p - j < window
+  float softcap = 0.0f;  // logits -> softcap * tanh(logits / softcap) when > 0 (Gemma 2)
+  float scale = 0.0f;    // logit scale; 0 = 1 / sqrt(D)
+};
+
+// q [T, Hq, D], k [S, Hkv, D], v [S, Hkv, Dv] -> [T, Hq, Dv]. Hq must be a multiple of Hkv
+// (GQA; Hkv = 1 is MQA): query head h reads kv head h / (Hq / Hkv). mask, when given, is an f32
+// [T, S] added to the logits after scaling and soft-capping (-inf hides a key). Logits are
+// computed as scale * q.k, capped, masked, then softmaxed over the visible keys. A query that
+// sees no key at all gets zeros.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p,
+                 const Tensor* mask = nullptr);
+
+}  // namespace xdna::host

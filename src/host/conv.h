@@ -1,0 +1,33 @@
+// Convolutions, pixel shuffle and pooling on the host, channels-first without a batch dimension
+// (x [C, H, W] / [C, L]), following PyTorch's definitions (no ceil mode).
+#pragma once
+#include "core/op.h"
+#include "core/tensor.h"
+
+namespace xdna::host {
+
+struct ConvParams {
+  int64_t stride[2] = {1, 1};    // (height, width); conv1d uses index 1
+  int64_t padding[2] = {0, 0};   // zeros on both sides
+  int64_t dilation[2] = {1, 1};
+  int64_t groups = 1;
+};
+
+// x [Cin, H, W] f32, w [Cout, Cin / groups, Kh, Kw] any weight dtype, bias [Cout] -> [Cout, Ho, Wo]
+// with Ho = (H + 2 pad - dil (Kh - 1) - 1) / stride + 1. Dense and grouped convolutions run as
+// im2col + host::matmul; depthwise ones (one input channel per group) as a direct loop.
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const ConvParams& p);
+// x [Cin, L], w [Cout, Cin / groups, K] -> [Cout, Lo]: conv2d with a height of 1.
+Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride,
+              int64_t padding, int64_t dilation, int64_t groups);
+
+// [C r^2, H, W] -> [C, H r, W r]: out[c, h r + i, w r + j] = in[c r^2 + i r + j, h, w].
+Tensor pixel_shuffle(const Tensor& x, int64_t r);
+
+// x [C, H, W] -> [C, Ho, Wo], Ho = (H + 2 pad - k) / stride + 1; pad <= k / 2. Max ignores the
+// padding; Avg divides by the full window (PyTorch's count_include_pad=True). GlobalAvg ignores
+// kernel/stride/padding and gives [C, 1, 1].
+Tensor pool2d(const Tensor& x, PoolKind kind, const int64_t kernel[2], const int64_t stride[2],
+              const int64_t padding[2]);
+
+}  // namespace xdna::host
