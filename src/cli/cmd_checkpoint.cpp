@@ -1,5 +1,149 @@
-// PLACEHOLDER during development: replaced by the real command before landing.
+// `npu checkpoint bake` converts a checkpoint into the engine's baked file;
+// `npu checkpoint info` lists the tensors and metadata of a safetensors, GGUF or baked file.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+
 #include "cli/commands.h"
+#include "weights/bake.h"
+#include "weights/baked.h"
+#include "weights/gguf.h"
+#include "weights/source.h"
+
 namespace xdna::cli {
-void add_checkpoint_command(CLI::App& app) { app.add_subcommand("checkpoint", "(not built yet)"); }
+
+namespace {
+
+using nlohmann::json;
+
+std::string human_bytes(uint64_t n) {
+  char buf[32];
+  if (n >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", n / double(1ull << 30));
+  else if (n >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", n / double(1ull << 20));
+  else if (n >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", n / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  return buf;
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// One metadata value on one line: long arrays are summarised.
+std::string brief(const json& v) {
+  if (v.is_array() && v.size() > 8) {
+    std::string s = "[" + std::to_string(v.size()) + " items: ";
+    for (size_t i = 0; i < 4; ++i) s += (i ? ", " : "") + dump(v[i]);
+    return s + ", ...]";
+  }
+  std::string s = dump(v);
+  return s.size() > 200 ? s.substr(0, 200) + "..." : s;
+}
+
+void print_info(const std::string& path, bool as_json) {
+  std::unique_ptr<WeightSource> w = open_weights(path);
+  uint64_t total = 0;
+  for (const auto& t : w->tensors()) total += t.bytes;
+  json meta = w->metadata();
+
+  if (as_json) {
+    json out = {{"path", w->path()}, {"format", w->format()}, {"metadata", meta},
+                {"tensor_bytes", total}};
+    if (auto* g = dynamic_cast<GgufFile*>(w.get())) {
+      out["version"] = g->version();
+      out["alignment"] = g->alignment();
+    }
+    if (auto* b = dynamic_cast<BakedModel*>(w.get())) out["files"] = b->manifest()["files"];
+    json tensors = json::array();
+    for (const auto& t : w->tensors())
+      tensors.push_back({{"name", t.name},
+                         {"dtype", t.file_dtype},
+                         {"engine_dtype", t.dtype ? json(dtype_name(*t.dtype)) : json(nullptr)},
+                         {"shape", t.shape},
+                         {"file", t.file},
+                         {"offset", t.offset},
+                         {"bytes", t.bytes}});
+    out["tensors"] = tensors;
+    std::printf("%s\n", out.dump(2, ' ', false, json::error_handler_t::replace).c_str());
+    return;
+  }
+
+  std::printf("path:    %s\nformat:  %s", w->path().c_str(), w->format().c_str());
+  if (auto* g = dynamic_cast<GgufFile*>(w.get()))
+    std::printf(" (version %u, alignment %llu)", g->version(),
+                static_cast<unsigned long long>(g->alignment()));
+  std::printf("\ntensors: %zu, %s\n", w->tensors().size(), human_bytes(total).c_str());
+  if (auto* b = dynamic_cast<BakedModel*>(w.get())) {
+    const json& src = b->manifest()["source"];
+    std::printf("precision: %s\nsource:  %s (%s)\n", meta.value("precision", "?").c_str(),
+                src.value("path", "?").c_str(), src.value("format", "?").c_str());
+    std::printf("config:  %s\n", b->config().is_null() ? "none" : "yes");
+    for (const auto& f : b->file_names())
+      std::printf("file:    %s (%s)\n", f.c_str(), human_bytes(b->file(f).size()).c_str());
+    meta = src.value("metadata", json::object());
+  }
+  if (!meta.empty()) {
+    std::printf("metadata (%zu keys):\n", meta.size());
+    for (auto it = meta.begin(); it != meta.end(); ++it)
+      std::printf("  %s = %s\n", it.key().c_str(), brief(it.value()).c_str());
+  }
+  size_t width = 4;
+  for (const auto& t : w->tensors()) width = std::max(width, t.name.size());
+  std::printf("%-*s  %-8s  %-20s  %s\n", static_cast<int>(width), "name", "dtype", "shape",
+              "bytes");
+  for (const auto& t : w->tensors())
+    std::printf("%-*s  %-8s  %-20s  %llu%s\n", static_cast<int>(width), t.name.c_str(),
+                t.file_dtype.c_str(), shape_str(t.shape).c_str(),
+                static_cast<unsigned long long>(t.bytes), t.dtype ? "" : "  (unsupported)");
+}
+
+}  // namespace
+
+void add_checkpoint_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("checkpoint", "Inspect checkpoints and bake them into the "
+                                                   "engine's format");
+  cmd->require_subcommand(1);
+
+  struct BakeArgs {
+    std::string source, output, precision;
+    int64_t group = 0;
+  };
+  auto bake = std::make_shared<BakeArgs>();
+  CLI::App* b = cmd->add_subcommand(
+      "bake", "Convert a Hugging Face checkpoint directory or a .gguf file into a baked model");
+  b->add_option("SRC", bake->source, "Checkpoint directory, .safetensors, index or .gguf file")
+      ->required();
+  b->add_option("-o,--output", bake->output, "Baked file to write")->required();
+  b->add_option("--precision", bake->precision,
+                "Weight-matrix storage: f32, f16, bf16, bfp16, int8, int4 or keep")
+      ->required()
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "bfp16", "int8", "int4", "keep"}));
+  b->add_option("--group", bake->group,
+                "int8/int4 quantization group (default: int8 one scale per row, int4 32)")
+      ->check(CLI::PositiveNumber);
+  b->callback([bake] {
+    BakeOptions o;
+    o.source = bake->source;
+    o.output = bake->output;
+    o.precision = *precision_from_name(bake->precision);
+    o.group = bake->group;
+    o.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+    const auto t0 = std::chrono::steady_clock::now();
+    const BakeSummary s = bake_checkpoint(o);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "wrote %s: %lld tensors (%lld skipped), %s read, %s written, %.1f s\n",
+                 o.output.c_str(), static_cast<long long>(s.tensors),
+                 static_cast<long long>(s.skipped), human_bytes(s.bytes_in).c_str(),
+                 human_bytes(s.bytes_out).c_str(), secs);
+  });
+
+  auto info_path = std::make_shared<std::string>();
+  auto info_json = std::make_shared<bool>(false);
+  CLI::App* i = cmd->add_subcommand("info", "List the tensors and metadata of a checkpoint");
+  i->add_option("FILE", *info_path, "safetensors file or directory, .gguf or baked file")
+      ->required();
+  i->add_flag("--json", *info_json, "Print JSON");
+  i->callback([info_path, info_json] { print_info(*info_path, *info_json); });
+}
+
 }  // namespace xdna::cli
