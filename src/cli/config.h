@@ -1,0 +1,37 @@
+// The optional JSON config file: defaults for flags (`threads`, `store`, `host`, `port`,
+// `python`). Looked up at --config PATH, else $XDG_CONFIG_HOME/xdna-engine/config.json
+// (~/.config/... without XDG_CONFIG_HOME). Flags always override it. Unknown keys and wrong
+// types are errors, so a typo never silently does nothing.
+#pragma once
+#include <optional>
+#include <string>
+
+namespace xdna::cli {
+
+struct Config {
+  std::optional<int> threads;
+  std::optional<std::string> store;   // model store directory
+  std::optional<std::string> host;    // `npu serve` bind address
+  std::optional<int> port;            // `npu serve` port
+  std::optional<std::string> python;  // interpreter used by `npu model pull` (default python3)
+  std::string path;                   // the file it came from; empty when none was read
+};
+
+std::string default_config_path();  // "" when neither XDG_CONFIG_HOME nor HOME is set
+// Throws std::runtime_error naming `origin` and the offending key.
+Config parse_config(const std::string& text, const std::string& origin);
+// `path` given: it must exist. Empty: the default file if it exists, else an empty Config.
+Config load_config(const std::string& path);
+
+// The config main() loaded for this run (from --config or the default location).
+const Config& global_config();
+void set_global_config(Config c);
+
+// flag (when non-empty) > config file > built-in default.
+std::string resolve_store(const std::string& flag);
+std::string resolve_python();
+
+inline constexpr const char* kStoreHelp =
+    "Model store directory (default: config `store`, then $XDG_CACHE_HOME/xdna-engine/models)";
+
+}  // namespace xdna::cli

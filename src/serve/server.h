@@ -1,0 +1,84 @@
+// The HTTP server behind `npu serve`. A Server owns the httplib::Server, the model store and a
+// snapshot of the machine (NPU probe); each API front registers its routes with one add_*_routes
+// function, so a later front (chat completions, embeddings, audio) is one new function + file.
+// Every response carries `X-Npu-Backend`, and every error is an OpenAI-style error object.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "models/model_store.h"
+#include "serve/system_info.h"
+
+namespace xdna::serve {
+
+inline constexpr const char* kEngineVersion = "0.1.0";
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";  // loopback unless the user asks otherwise
+  int port = 11435;                // 0: any free port (tests)
+  std::string store_dir;           // empty: default_store_dir()
+};
+
+using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+class Server {
+ public:
+  explicit Server(ServerOptions opts);
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the listening socket; returns the port (the chosen one when options().port is 0).
+  // Throws when the address cannot be bound.
+  int bind();
+  // Serves until stop(); call bind() first.
+  void run();
+  // Thread-safe; makes run() return (also when called just before run() starts).
+  void stop();
+  bool is_running() const { return http_.is_running(); }
+  int port() const { return port_; }
+
+  // Route registration for the fronts. `pattern` is an httplib regex (e.g. "/v1/models/(.+)").
+  void get(const std::string& pattern, Handler h);
+  void post(const std::string& pattern, Handler h);
+
+  const ServerOptions& options() const { return opts_; }
+  ModelStore& store() { return store_; }
+  const NpuInfo& npu() const { return npu_; }
+
+ private:
+  void on_error(const httplib::Request& req, httplib::Response& res);
+
+  ServerOptions opts_;
+  ModelStore store_;
+  NpuInfo npu_;
+  httplib::Server http_;
+  int port_ = 0;
+  std::atomic<bool> stop_requested_{false};
+  std::map<std::string, std::set<std::string>> methods_;  // pattern -> methods, for 405 + Allow
+};
+
+// Response helpers shared by all fronts.
+void send_json(httplib::Response& res, const nlohmann::json& body, int status = 200);
+// OpenAI error object: {"error":{"message","type","param","code"}}.
+void send_error(httplib::Response& res, int status, const std::string& message,
+                const std::string& type = "invalid_request_error", const std::string& code = "",
+                const std::string& param = "");
+
+// Fronts.
+void add_system_routes(Server& s);  // GET /health
+void add_model_routes(Server& s);   // GET /v1/models, GET /v1/models/{id}
+
+// Server with every front registered.
+void add_all_routes(Server& s);
+
+// Runs `s` (already bound) until SIGINT or SIGTERM, then shuts it down cleanly. Blocks the two
+// signals in the calling thread first so the server's worker threads never see them.
+void run_until_signal(Server& s);
+
+}  // namespace xdna::serve
