@@ -9,5 +9,6 @@ void add_bench_command(CLI::App& app);       // cmd_bench.cpp
 void add_checkpoint_command(CLI::App& app);  // cmd_checkpoint.cpp
 void add_model_command(CLI::App& app);       // cmd_model.cpp
 void add_serve_command(CLI::App& app);       // cmd_serve.cpp
+void add_embed_command(CLI::App& app);       // cmd_embed.cpp
 
 }  // namespace xdna::cli

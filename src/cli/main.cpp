@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "cli/config.h"
 #include "core/cpu.h"
 #include "core/parallel.h"
 
@@ -15,6 +16,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--isa", isa, "Lower the host instruction set (scalar, avx2, avx512)")
       ->check(CLI::IsMember({"scalar", "avx2", "avx512"}));
+  std::string config_path;
+  app.add_option("--config", config_path,
+                 "JSON config file (default: $XDG_CONFIG_HOME/xdna-engine/config.json if present)");
   app.set_version_flag("--version", "npu 0.1.0");
 
   xdna::cli::add_doctor_command(app);
@@ -22,8 +26,11 @@ int main(int argc, char** argv) {
   xdna::cli::add_checkpoint_command(app);
   xdna::cli::add_model_command(app);
   xdna::cli::add_serve_command(app);
+  xdna::cli::add_embed_command(app);
 
   app.parse_complete_callback([&] {
+    xdna::cli::set_global_config(xdna::cli::load_config(config_path));  // flags override it
+    if (app.count("--threads") == 0) threads = xdna::cli::global_config().threads.value_or(0);
     xdna::set_num_threads(threads);
     if (isa == "scalar") xdna::force_isa(xdna::Isa::Scalar);
     if (isa == "avx2") xdna::force_isa(xdna::Isa::Avx2);

@@ -1,0 +1,113 @@
+// `npu embed [--model M] [--json] [--max-length N] TEXT...`: sentence embeddings from the
+// command line; with no TEXT, one input per line of stdin. Truncation is never silent: a warning
+// per truncated input on stderr, and "truncated" in the JSON output.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/config.h"
+#include "pipeline/embed.h"
+
+namespace xdna::cli {
+
+namespace {
+
+struct EmbedCliOptions {
+  std::string model = "all-minilm-l6-v2";
+  std::string store;
+  bool json = false;
+  size_t max_length = 0;
+  size_t batch = 32;
+  std::vector<std::string> texts;
+};
+
+void run_embed(const EmbedCliOptions& o) {
+  std::vector<std::string> texts = o.texts;
+  if (texts.empty()) {
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      texts.push_back(line);
+    }
+    if (texts.empty()) throw std::runtime_error("embed: no TEXT arguments and nothing on stdin");
+  }
+  const EmbeddingModel model = EmbeddingModel::load(o.model, resolve_store(o.store));
+  EmbedOptions eo;
+  eo.max_length = o.max_length;
+
+  nlohmann::json data = nlohmann::json::array();
+  RunReport all;
+  size_t prompt_tokens = 0;
+  for (size_t b0 = 0; b0 < texts.size(); b0 += o.batch) {
+    const size_t b1 = std::min(texts.size(), b0 + o.batch);
+    EmbedResult r = model.embed({texts.begin() + b0, texts.begin() + b1}, eo);
+    for (size_t i = b0; i < b1; ++i) {
+      const EmbeddingItem& it = r.items[i - b0];
+      prompt_tokens += it.tokens;
+      if (it.truncated)
+        std::fprintf(stderr, "npu embed: warning: input %zu truncated from %zu to %zu tokens\n", i,
+                     it.original_tokens, it.tokens);
+      if (o.json) {
+        data.push_back({{"index", i},
+                        {"embedding", it.vector},
+                        {"tokens", it.tokens},
+                        {"original_tokens", it.original_tokens},
+                        {"truncated", it.truncated}});
+      } else {
+        std::string line;
+        char buf[32];
+        for (size_t d = 0; d < it.vector.size(); ++d) {
+          std::snprintf(buf, sizeof buf, d ? " %.7g" : "%.7g", it.vector[d]);
+          line += buf;
+        }
+        std::printf("%s\n", line.c_str());
+      }
+    }
+    all.ops.insert(all.ops.end(), r.report.ops.begin(), r.report.ops.end());
+  }
+  if (o.json) {
+    const nlohmann::json out = {
+        {"model", model.name()},
+        {"path", model.path()},
+        {"family", model.spec().family},
+        {"dimensions", model.dimensions()},
+        {"pooling", pooling_name(model.head().pooling)},
+        {"normalized", model.head().normalize},
+        {"max_length", o.max_length ? o.max_length : model.max_length()},
+        {"data", data},
+        {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}},
+        {"run", run_summary_json(all)},
+    };
+    std::printf("%s\n", out.dump().c_str());
+  }
+}
+
+}  // namespace
+
+void add_embed_command(CLI::App& app) {
+  auto o = std::make_shared<EmbedCliOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "embed", "Sentence embeddings of TEXT arguments, or of each stdin line when none are given");
+  cmd->add_option("--model,-m", o->model,
+                  "Model: a store name, a Hugging Face checkpoint directory or a baked file")
+      ->capture_default_str();
+  cmd->add_option("--store", o->store, kStoreHelp);
+  cmd->add_flag("--json", o->json,
+                "JSON output: embeddings, token counts, truncation, where the ops ran");
+  cmd->add_option("--max-length", o->max_length,
+                  "Tokens per input, special tokens included (default: the model's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->batch, "Inputs per forward pass")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("text", o->texts, "Texts to embed (default: lines of stdin)");
+  cmd->callback([o] { run_embed(*o); });
+}
+
+}  // namespace xdna::cli
