@@ -1,2 +1,215 @@
-// PLACEHOLDER during development: the kernels helper replaces this file.
+// matmul: checks shapes and dtypes, then runs the GEMV path (small M: streams each weight row
+// once and dots it with every x row while it is in cache) or the blocked GEMM (gemm.cpp).
 #include "host/matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/numeric.h"
+#include "core/parallel.h"
+#include "host/gemm.h"
+
+namespace xdna::host {
+namespace {
+
+// Up to this many x rows the weights are streamed once (GEMV); above it, packing pays off.
+constexpr int64_t kGemvMaxRows = 4;
+
+bool is_ggml(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+}
+
+[[noreturn]] void fail(const Tensor& x, const Tensor& w, const std::string& why) {
+  throw std::invalid_argument("matmul: x " + shape_str(x.shape()) + " (" + std::string(dtype_name(x.dtype())) +
+                              ") and w " + shape_str(w.shape()) + " (" + std::string(dtype_name(w.dtype())) +
+                              "): " + why);
+}
+
+WeightRows weight_rows(const Tensor& x, const Tensor& w) {
+  if (w.ndim() != 2) fail(x, w, "weights must be 2-D [out, in]");
+  WeightRows r;
+  r.dtype = w.dtype();
+  r.rows = w.dim(0);
+  r.cols = w.dim(1);
+  r.data = reinterpret_cast<const uint8_t*>(w.raw());
+  const auto& tr = traits(w.dtype());
+  if (w.dtype() == DType::I32) fail(x, w, "i32 is not a weight dtype");
+  if (tr.block_elems == 1) {
+    if (w.strides()[1] != 1) fail(x, w, "weight rows must be contiguous");
+    r.row_bytes = w.strides()[0] * tr.block_bytes;
+  } else {
+    r.row_bytes = dtype_bytes(w.dtype(), w.strides()[0]);
+  }
+  if (w.dtype() == DType::I8 || w.dtype() == DType::I4) {
+    const auto& sc = w.scales();
+    if (!sc || w.group_size() <= 0) fail(x, w, "int8/int4 weights need scales");
+    r.group = w.group_size();
+    if (r.cols % r.group != 0 || sc->numel() != r.rows * (r.cols / r.group))
+      fail(x, w, "scales " + shape_str(sc->shape()) + " with group " + std::to_string(r.group) +
+                     " do not match the weights");
+    if (w.dtype() == DType::I4 && r.group % 2 != 0) fail(x, w, "int4 groups must be even");
+    r.scales = sc->data<float>();
+  }
+  return r;
+}
+
+// x -> int8 per block of 32 (scale max|x|/127, round to nearest), stored deinterleaved as
+// [even k | odd k], plus per 8 values the nibble-offset correction 8·Σq and the block scale.
+void quantize_x_q8(const float* x, int64_t K, int8_t* q, int32_t* corr8, float* scale8) {
+  int8_t* even = q;
+  int8_t* odd = q + K / 2;
+  for (int64_t b = 0; b < K; b += 32) {
+    float amax = 0;
+    for (int64_t k = b; k < b + 32; ++k) amax = std::max(amax, std::fabs(x[k]));
+    const float s = amax / 127, inv = amax > 0 ? 127 / amax : 0;
+    for (int64_t j = b; j < b + 32; j += 8) {
+      int32_t sum = 0;
+      for (int64_t k = j; k < j + 8; ++k) {
+        const int v = static_cast<int>(std::nearbyint(x[k] * inv));
+        sum += v;
+        if (k % 2) odd[k / 2] = static_cast<int8_t>(v);
+        else even[k / 2] = static_cast<int8_t>(v);
+      }
+      corr8[j / 8] = 8 * sum;
+      scale8[j / 8] = s;
+    }
+  }
+}
+
+// x -> int8 per block of 32 as above, stored as unsigned q + 128 in natural order, with the
+// block scale repeated per 4 values (one VNNI lane).
+void quantize_x_u8(const float* x, int64_t K, uint8_t* q, float* scale4) {
+  for (int64_t b = 0; b < K; b += 32) {
+    float amax = 0;
+    for (int64_t k = b; k < b + 32; ++k) amax = std::max(amax, std::fabs(x[k]));
+    const float s = amax / 127, inv = amax > 0 ? 127 / amax : 0;
+    for (int64_t k = b; k < b + 32; ++k) q[k] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(x[k] * inv)) + 128);
+    for (int64_t j = b; j < b + 32; j += 4) scale4[j / 4] = s;
+  }
+}
+
+float dot_row(const IsaKernels& kern, const WeightRows& w, int64_t n, const XRow& x, float* scratch) {
+  const uint8_t* row = w.row(n);
+  switch (w.dtype) {
+    case DType::F32: return kern.dot_f32(reinterpret_cast<const float*>(row), x);
+    case DType::F16: return kern.dot_f16(reinterpret_cast<const uint16_t*>(row), x);
+    case DType::BF16: return kern.dot_bf16(reinterpret_cast<const uint16_t*>(row), x);
+    case DType::I8:
+      if (x.q_u8) return kern.dot_i8_q8(reinterpret_cast<const int8_t*>(row), w.row_scales(n), w.group, x);
+      return kern.dot_i8(reinterpret_cast<const int8_t*>(row), w.row_scales(n), w.group, x);
+    case DType::I4:
+      if (x.q_even) return kern.dot_i4_q8(row, w.row_scales(n), w.group, x);
+      return kern.dot_i4(row, w.row_scales(n), w.group, x);
+    case DType::BFP16: return kern.dot_bfp16(row, x);
+    default: break;
+  }
+  // GGML blocks: decode the row (reference numerics), then an f32 dot.
+  dequantize_row(w.dtype, row, scratch, w.cols);
+  return kern.dot_f32(scratch, x);
+}
+
+void gemv(const float* x, int64_t m, const WeightRows& w, const float* bias, float* y) {
+  const IsaKernels& kern = active_kernels();
+  const int64_t N = w.rows, K = w.cols;
+  std::vector<float> deint;
+  std::vector<XRow> xr(m);
+  if (w.dtype == DType::I4) deint.resize(static_cast<size_t>(m) * K);
+  const bool q8 = w.dtype == DType::I4 && kern.dot_i4_q8 && K % 128 == 0 && w.group % 128 == 0;
+  std::vector<int8_t> xq(q8 ? m * K : 0);
+  std::vector<int32_t> corr(q8 ? m * K / 8 : 0);
+  std::vector<float> qscale(q8 ? m * K / 8 : 0);
+  const bool q8_i8 = w.dtype == DType::I8 && kern.dot_i8_q8 && K % 64 == 0 && w.group % 64 == 0;
+  std::vector<uint8_t> xu(q8_i8 ? m * K : 0);
+  std::vector<float> qscale4(q8_i8 ? m * K / 4 : 0);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * K;
+    xr[i] = {xi, nullptr, nullptr, K};
+    if (w.dtype == DType::I4) {
+      float* even = deint.data() + i * K;
+      float* odd = even + K / 2;
+      for (int64_t k = 0; k < K / 2; ++k) {
+        even[k] = xi[2 * k];
+        odd[k] = xi[2 * k + 1];
+      }
+      xr[i].even = even;
+      xr[i].odd = odd;
+    }
+    if (q8) {
+      quantize_x_q8(xi, K, xq.data() + i * K, corr.data() + i * K / 8, qscale.data() + i * K / 8);
+      xr[i].q_even = xq.data() + i * K;
+      xr[i].q_odd = xr[i].q_even + K / 2;
+      xr[i].q_corr8 = corr.data() + i * K / 8;
+      xr[i].q_scale8 = qscale.data() + i * K / 8;
+    }
+    if (q8_i8) {
+      quantize_x_u8(xi, K, xu.data() + i * K, qscale4.data() + i * K / 4);
+      xr[i].q_u8 = xu.data() + i * K;
+      xr[i].q_scale4 = qscale4.data() + i * K / 4;
+    }
+  }
+  // Rows per chunk: enough to amortise the call, few enough to balance threads.
+  parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
+    std::vector<float> scratch(is_ggml(w.dtype) ? K : 0);
+    auto one = [&](int64_t n) {
+      for (int64_t i = 0; i < m; ++i)
+        y[i * N + n] = dot_row(kern, w, n, xr[i], scratch.data()) + (bias ? bias[n] : 0.f);
+    };
+    // Two interleaved halves: two sequential DRAM streams in flight per core instead of one.
+    const int64_t half = (n1 - n0 + 1) / 2;
+    for (int64_t j = 0; j < half; ++j) {
+      one(n0 + j);
+      if (n0 + half + j < n1) one(n0 + half + j);
+    }
+  });
+}
+
+}  // namespace
+
+void matmul(const Tensor& x_in, const Tensor& w, const Tensor* bias, Tensor& y) {
+  if (x_in.dtype() != DType::F32) fail(x_in, w, "x must be f32");
+  if (x_in.ndim() < 1) fail(x_in, w, "x must have at least one dimension");
+  const WeightRows wr = weight_rows(x_in, w);
+  const int64_t K = wr.cols, N = wr.rows;
+  if (x_in.dim(-1) != K)
+    fail(x_in, w, "inner dimensions differ (" + std::to_string(x_in.dim(-1)) + " vs " + std::to_string(K) + ")");
+  Shape out_shape = x_in.shape();
+  out_shape.back() = N;
+  if (bias && (bias->dtype() != DType::F32 || bias->shape() != Shape{N}))
+    fail(x_in, w, "bias " + shape_str(bias->shape()) + " (" + std::string(dtype_name(bias->dtype())) +
+                      ") must be f32 " + shape_str({N}));
+  if (y.dtype() != DType::F32 || y.shape() != out_shape || !y.is_contiguous() || !y.writable())
+    fail(x_in, w, "output " + shape_str(y.shape()) + " must be a writable contiguous f32 " + shape_str(out_shape));
+
+  const Tensor x = x_in.contiguous();
+  const int64_t M = K ? x.numel() / K : shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  if (M == 0 || N == 0) return;
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const Tensor b = bias ? bias->contiguous() : Tensor();
+  const float* bp = bias ? b.data<float>() : nullptr;
+  if (M <= kGemvMaxRows) {
+    gemv(xp, M, wr, bp, yp);
+    return;
+  }
+  gemm(xp, K, wr, yp, N, M);
+  if (bp) {
+    parallel_for(M, 64, [&](int64_t m0, int64_t m1) {
+      for (int64_t i = m0; i < m1; ++i)
+        for (int64_t n = 0; n < N; ++n) yp[i * N + n] += bp[n];
+    });
+  }
+}
+
+Tensor matmul(const Tensor& x, const Tensor& w, const Tensor* bias) {
+  if (x.ndim() < 1 || w.ndim() != 2) fail(x, w, "x must be [..., in] and w 2-D [out, in]");
+  Shape out_shape = x.shape();
+  out_shape.back() = w.dim(0);
+  Tensor y = Tensor::empty(out_shape, DType::F32);
+  matmul(x, w, bias, y);
+  return y;
+}
+
+}  // namespace xdna::host

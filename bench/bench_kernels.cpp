@@ -1,0 +1,99 @@
+// Host matmul kernels (Google Benchmark): triad bandwidth, GEMV per weight dtype (bytes/s),
+// f32 GEMM vs OpenBLAS cblas_sgemm at the transformer shapes, bf16-weight GEMM.
+// Threads: XDNA threads = cores; OPENBLAS_NUM_THREADS is set to the same count before the first
+// OpenBLAS call. `npu bench kernels` prints the same figures as ratios in one table.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "core/parallel.h"
+#include "host/matmul.h"
+#include "host/matmul_bench.h"
+
+using namespace xdna;
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace {
+
+constexpr int64_t kGemvK = 4096;
+
+void BM_Triad(benchmark::State& state) {
+  const int64_t bytes = state.range(0) << 20;
+  double best = 0;
+  for (auto _ : state) best = host::triad_bytes_per_s(bytes, 1);
+  state.counters["bytes_per_second"] = benchmark::Counter(best);
+}
+BENCHMARK(BM_Triad)->Arg(256)->Unit(benchmark::kMillisecond)->Iterations(5);
+
+void BM_Gemv(benchmark::State& state) {
+  const auto t = static_cast<DType>(state.range(0));
+  const int64_t n = (state.range(1) << 20) / dtype_bytes(t, kGemvK);
+  Tensor w = host::random_weights(t, n, kGemvK, 7, t == DType::I4 ? 128 : 0);
+  Tensor x = host::random_weights(DType::F32, 1, kGemvK, 9);
+  Tensor y = Tensor::empty({1, n});
+  for (auto _ : state) host::matmul(x, w, nullptr, y);
+  const int64_t bytes = w.nbytes() + (w.scales() ? w.scales()->nbytes() : 0);
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.SetLabel(std::string(dtype_name(t)));
+}
+BENCHMARK(BM_Gemv)
+    ->ArgsProduct({{int(DType::F32), int(DType::F16), int(DType::BF16), int(DType::I8), int(DType::I4),
+                    int(DType::BFP16), int(DType::Q8_0), int(DType::Q4_0), int(DType::Q4_K), int(DType::Q5_K),
+                    int(DType::Q6_K)},
+                   {64}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Shapes M x K x N: square, and a transformer FFN projection at two sequence lengths.
+const int64_t kShapes[][3] = {{1024, 1024, 1024}, {128, 384, 1536}, {1500, 384, 1536}};
+
+void set_flops(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
+  state.counters["flops"] =
+      benchmark::Counter(2.0 * m * k * n, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_GemmF32(benchmark::State& state) {
+  const auto* s = kShapes[state.range(0)];
+  Tensor x = host::random_weights(DType::F32, s[0], s[1], 1), w = host::random_weights(DType::F32, s[2], s[1], 2);
+  Tensor y = Tensor::empty({s[0], s[2]});
+  for (auto _ : state) host::matmul(x, w, nullptr, y);
+  set_flops(state, s[0], s[1], s[2]);
+}
+BENCHMARK(BM_GemmF32)->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_GemmOpenBlas(benchmark::State& state) {
+  const auto* s = kShapes[state.range(0)];
+  openblas_set_num_threads(num_threads());
+  Tensor x = host::random_weights(DType::F32, s[0], s[1], 1), w = host::random_weights(DType::F32, s[2], s[1], 2);
+  Tensor y = Tensor::empty({s[0], s[2]});
+  const int m = int(s[0]), k = int(s[1]), n = int(s[2]);
+  for (auto _ : state)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.f, x.data<float>(), k, w.data<float>(), k, 0.f,
+                y.data<float>(), n);
+  set_flops(state, s[0], s[1], s[2]);
+}
+BENCHMARK(BM_GemmOpenBlas)->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_GemmBf16(benchmark::State& state) {
+  const auto* s = kShapes[state.range(0)];
+  Tensor x = host::random_weights(DType::F32, s[0], s[1], 1), w = host::random_weights(DType::BF16, s[2], s[1], 3);
+  Tensor y = Tensor::empty({s[0], s[2]});
+  for (auto _ : state) host::matmul(x, w, nullptr, y);
+  set_flops(state, s[0], s[1], s[2]);
+}
+BENCHMARK(BM_GemmBf16)->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // OpenBLAS reads this when its first call runs its thread setup.
+  setenv("OPENBLAS_NUM_THREADS", std::to_string(num_threads()).c_str(), 0);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,179 @@
+// Blocked GEMM driver (the BLIS loop nest): for each NC-wide slab of weight rows and KC-deep slice
+// of K, pack the weights into NR-column panels (dequantizing to f32, or as bf16 pairs for the
+// vdpbf16ps kernel), pack MC rows of x into MR-row panels, and sweep the microkernel over the
+// tiles. Threads split N (or M when M is the larger side) and each runs the whole nest on its
+// part with its own pack buffers: no synchronisation, and x (small) is packed once per thread.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/parallel.h"
+#include "host/gemm.h"
+
+namespace xdna::host {
+namespace {
+
+// K slice depth. The f32 B micro-panel (KC x 32 floats) should stay in the 32 KiB L1 with room
+// for A; GGML formats need slices on 256-value block boundaries. Both are multiples of 8 (bfp16).
+constexpr int64_t KC = 256, KC_PLAIN = 192;
+int64_t kc_for(DType t) {
+  if (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) return 256;
+  return KC_PLAIN;
+}
+constexpr int64_t MC_PANELS = 16;  // MC = MR · 16 rows of x per packed block (stays in L2)
+constexpr int64_t NC_PANELS = 64;  // NC = NR · 64 weight rows per packed slab
+
+template <typename T>
+T* scratch(std::vector<T>& v, size_t n) {
+  if (v.size() < n + 64) v.resize(n + 64);
+  // 64-byte align inside the vector (the microkernels use aligned panel loads).
+  auto p = reinterpret_cast<uintptr_t>(v.data());
+  return reinterpret_cast<T*>((p + 63) & ~uintptr_t{63});
+}
+
+struct PackBuffers {
+  std::vector<float> a, b, rows;
+  std::vector<uint32_t> a16, b16;
+};
+thread_local PackBuffers tls;
+
+// bp[panel][k][c] = w[n0 + panel·NR + c, k0 + k] as f32, zero past the last row.
+void pack_b_f32(const IsaKernels& kern, const WeightRows& w, int64_t n0, int64_t nc, int64_t k0,
+                int64_t kc, float* bp) {
+  const int NR = kern.nr;
+  float* rows = scratch(tls.rows, static_cast<size_t>(NR) * kc);
+  for (int64_t j = 0; j < nc; j += NR) {
+    const int64_t nr = std::min<int64_t>(NR, nc - j);
+    const float* src[64];
+    for (int64_t c = 0; c < nr; ++c) {
+      if (w.dtype == DType::F32) {
+        src[c] = reinterpret_cast<const float*>(w.row(n0 + j + c)) + k0;
+      } else {
+        dequant_range(kern, w, n0 + j + c, k0, kc, rows + c * kc);
+        src[c] = rows + c * kc;
+      }
+    }
+    kern.pack_panel(src, nr, NR, kc, bp + j * kc);
+  }
+}
+
+// ap[panel][k][r] = x[m0 + panel·MR + r, k0 + k], zero past the last row.
+void pack_a_f32(int MR, const float* x, int64_t ldx, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
+                float* ap) {
+  for (int64_t i = 0; i < mc; i += MR) {
+    const int64_t mr = std::min<int64_t>(MR, mc - i);
+    float* panel = ap + i * kc;
+    for (int64_t r = 0; r < mr; ++r) {
+      const float* src = x + (m0 + i + r) * ldx + k0;
+      for (int64_t k = 0; k < kc; ++k) panel[k * MR + r] = src[k];
+    }
+    for (int64_t r = mr; r < MR; ++r)
+      for (int64_t k = 0; k < kc; ++k) panel[k * MR + r] = 0.f;
+  }
+}
+
+inline uint32_t bf16_pair(uint16_t lo, uint16_t hi) { return lo | (static_cast<uint32_t>(hi) << 16); }
+
+// bf16 weights are already k-pairs in memory: a panel is a 32-bit transpose of NR rows.
+void pack_b_bf16(int NR, const WeightRows& w, int64_t n0, int64_t nc, int64_t k0, int64_t kc,
+                 uint32_t* bp) {
+  const int64_t kp = (kc + 1) / 2, full = kc / 2;
+  for (int64_t j = 0; j < nc; j += NR) {
+    const int64_t nr = std::min<int64_t>(NR, nc - j);
+    uint32_t* panel = bp + j * kp;
+    for (int64_t c = 0; c < NR; ++c) {
+      if (c >= nr) {
+        for (int64_t p = 0; p < kp; ++p) panel[p * NR + c] = 0;
+        continue;
+      }
+      const uint16_t* src = reinterpret_cast<const uint16_t*>(w.row(n0 + j + c)) + k0;
+      for (int64_t p = 0; p < full; ++p) {
+        uint32_t v;
+        std::memcpy(&v, src + 2 * p, 4);
+        panel[p * NR + c] = v;
+      }
+      if (kp > full) panel[full * NR + c] = bf16_pair(src[2 * full], 0);
+    }
+  }
+}
+
+void pack_a_bf16(const IsaKernels& kern, const float* x, int64_t ldx, int64_t m0, int64_t mc, int64_t k0,
+                 int64_t kc, uint32_t* ap) {
+  const int MR = kern.bf16_mr;
+  const int64_t kp = (kc + 1) / 2;
+  uint16_t row[KC + 2];
+  for (int64_t i = 0; i < mc; i += MR) {
+    const int64_t mr = std::min<int64_t>(MR, mc - i);
+    uint32_t* panel = ap + i * kp;
+    for (int64_t r = 0; r < MR; ++r) {
+      if (r >= mr) {
+        for (int64_t p = 0; p < kp; ++p) panel[p * MR + r] = 0;
+        continue;
+      }
+      kern.f32_to_bf16(x + (m0 + i + r) * ldx + k0, row, kc);
+      row[kc] = 0;  // odd kc: the last pair's high half
+      for (int64_t p = 0; p < kp; ++p) panel[p * MR + r] = bf16_pair(row[2 * p], row[2 * p + 1]);
+    }
+  }
+}
+
+void gemm_serial(const IsaKernels& kern, bool bf16, const float* x, int64_t ldx, const WeightRows& w,
+                 float* y, int64_t ldy, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const int MR = bf16 ? kern.bf16_mr : kern.mr, NR = bf16 ? kern.bf16_nr : kern.nr;
+  const int64_t K = w.cols, MC = MR * MC_PANELS, NC = NR * NC_PANELS, KC_W = kc_for(w.dtype);
+  for (int64_t jc = n0; jc < n1; jc += NC) {
+    const int64_t nc = std::min(NC, n1 - jc), nc_pad = (nc + NR - 1) / NR * NR;
+    for (int64_t pc = 0; pc < K; pc += KC_W) {
+      const int64_t kc = std::min(KC_W, K - pc), kp = (kc + 1) / 2;
+      float* bp = nullptr;
+      uint32_t* bp16 = nullptr;
+      if (bf16) {
+        bp16 = scratch(tls.b16, nc_pad * kp);
+        pack_b_bf16(NR, w, jc, nc, pc, kc, bp16);
+      } else {
+        bp = scratch(tls.b, nc_pad * kc);
+        pack_b_f32(kern, w, jc, nc, pc, kc, bp);
+      }
+      for (int64_t ic = m0; ic < m1; ic += MC) {
+        const int64_t mc = std::min(MC, m1 - ic), mc_pad = (mc + MR - 1) / MR * MR;
+        if (bf16) {
+          uint32_t* ap = scratch(tls.a16, mc_pad * kp);
+          pack_a_bf16(kern, x, ldx, ic, mc, pc, kc, ap);
+          for (int64_t jr = 0; jr < nc; jr += NR)
+            for (int64_t ir = 0; ir < mc; ir += MR)
+              kern.bf16gemm(kp, ap + ir * kp, bp16 + jr * kp, y + (ic + ir) * ldy + jc + jr, ldy,
+                            std::min<int64_t>(MR, mc - ir), std::min<int64_t>(NR, nc - jr), pc > 0);
+        } else {
+          float* ap = scratch(tls.a, mc_pad * kc);
+          pack_a_f32(MR, x, ldx, ic, mc, pc, kc, ap);
+          for (int64_t jr = 0; jr < nc; jr += NR)
+            for (int64_t ir = 0; ir < mc; ir += MR)
+              kern.sgemm(kc, ap + ir * kc, bp + jr * kc, y + (ic + ir) * ldy + jc + jr, ldy,
+                         std::min<int64_t>(MR, mc - ir), std::min<int64_t>(NR, nc - jr), pc > 0);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void gemm(const float* x, int64_t ldx, const WeightRows& w, float* y, int64_t ldy, int64_t m) {
+  const IsaKernels& kern = active_kernels();
+  const int64_t N = w.rows;
+  if (m == 0 || N == 0) return;
+  if (w.cols == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(y + i * ldy, y + i * ldy + N, 0.f);
+    return;
+  }
+  const bool bf16 = w.dtype == DType::BF16 && kern.bf16gemm != nullptr;
+  const int64_t MR = bf16 ? kern.bf16_mr : kern.mr, NR = bf16 ? kern.bf16_nr : kern.nr;
+  // Split the side with more tiles; chunks are whole tiles so threads never share one.
+  if ((N + NR - 1) / NR >= (m + MR - 1) / MR) {
+    parallel_for(N, NR, [&](int64_t n0, int64_t n1) { gemm_serial(kern, bf16, x, ldx, w, y, ldy, 0, m, n0, n1); });
+  } else {
+    parallel_for(m, MR, [&](int64_t m0, int64_t m1) { gemm_serial(kern, bf16, x, ldx, w, y, ldy, m0, m1, 0, N); });
+  }
+}
+
+}  // namespace xdna::host

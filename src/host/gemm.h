@@ -1,0 +1,106 @@
+// Internal interface between the matmul driver (matmul.cpp, gemm.cpp) and the per-ISA kernels
+// (gemm_scalar.cpp, gemm_avx2.cpp, gemm_avx512.cpp). Not part of the public API.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace xdna::host {
+
+// A weight matrix w[N, K] as rows of its storage dtype. int8/int4 rows carry f32 scales, one per
+// `group` values (group == K: per output channel).
+struct WeightRows {
+  DType dtype = DType::F32;
+  const uint8_t* data = nullptr;
+  int64_t row_bytes = 0;  // distance between rows
+  int64_t rows = 0, cols = 0;
+  const float* scales = nullptr;
+  int64_t group = 0;
+
+  const uint8_t* row(int64_t n) const { return data + n * row_bytes; }
+  const float* row_scales(int64_t n) const { return scales ? scales + n * (cols / group) : nullptr; }
+};
+
+// The activation row a GEMV dots against, prepared once per call: x itself plus the even/odd
+// deinterleaved copies the packed-pair formats (int4) read.
+struct XRow {
+  const float* x = nullptr;
+  const float* even = nullptr;  // x[0], x[2], ...
+  const float* odd = nullptr;   // x[1], x[3], ...
+  int64_t k = 0;
+  // x quantized to int8 per block of 32 (scale max|x|/127) for the int4 VNNI dot, deinterleaved
+  // like even/odd; per 8 values of x: 8·Σq (the offset of the unsigned nibbles) and the scale.
+  const int8_t* q_even = nullptr;
+  const int8_t* q_odd = nullptr;
+  const int32_t* q_corr8 = nullptr;
+  const float* q_scale8 = nullptr;
+  // The same quantized x in natural order as unsigned q + 128 (int8 VNNI dot), scale per 4 values.
+  const uint8_t* q_u8 = nullptr;
+  const float* q_scale4 = nullptr;
+};
+
+// f32 GEMM microkernel: C[mr, nr] (+)= Ap · Bp over kc, where Ap is packed [kc][MR] and Bp
+// [kc][NR] (zero-padded); mr <= MR and nr <= NR say how much of the tile to store.
+using SgemmUkernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                              int64_t mr, int64_t nr, bool accumulate);
+// bf16 GEMM microkernel (vdpbf16ps): Ap packed [kc/2][MR] and Bp [kc/2][NR] as uint32 pairs of
+// bf16 (k even in the low half), f32 accumulation.
+using Bf16Ukernel = void (*)(int64_t kpairs, const uint32_t* a, const uint32_t* b, float* c,
+                             int64_t ldc, int64_t mr, int64_t nr, bool accumulate);
+
+// One instruction set's kernels. Every dot returns Σ_k w[k]·x[k] for one weight row of length
+// x.k with the row's scales (int8/int4) applied.
+struct IsaKernels {
+  const char* name;
+  int mr, nr;  // f32 microkernel tile
+  SgemmUkernel sgemm;
+  int bf16_mr, bf16_nr;  // 0 when the ISA has no bf16 microkernel
+  Bf16Ukernel bf16gemm;
+  float (*dot_f32)(const float* w, const XRow& x);
+  float (*dot_f16)(const uint16_t* w, const XRow& x);
+  float (*dot_bf16)(const uint16_t* w, const XRow& x);
+  float (*dot_i8)(const int8_t* w, const float* scales, int64_t group, const XRow& x);
+  float (*dot_i4)(const uint8_t* w, const float* scales, int64_t group, const XRow& x);
+  float (*dot_bfp16)(const uint8_t* w, const XRow& x);
+  // int4 · int8-quantized x with vpdpbusd (nullptr without VNNI); needs K and group % 128 == 0.
+  float (*dot_i4_q8)(const uint8_t* w, const float* scales, int64_t group, const XRow& x);
+  // int8 · int8-quantized x with vpdpbusd (nullptr without VNNI); needs K and group % 64 == 0.
+  float (*dot_i8_q8)(const int8_t* w, const float* scales, int64_t group, const XRow& x);
+  // Converts n values of a row (starting on a block boundary) to f32: B-panel packing for GEMM.
+  void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n);
+  void (*bf16_to_f32)(const uint16_t* src, float* dst, int64_t n);
+  // B-panel packing: dst[k·NR + c] = src[c][k] for c < nr (zero for nr <= c < NR), k < kc.
+  void (*pack_panel)(const float* const* src, int64_t nr, int64_t NR, int64_t kc, float* dst);
+  // Rounds n f32 values to bf16 (nearest even): packing x for the bf16 GEMM.
+  void (*f32_to_bf16)(const float* src, uint16_t* dst, int64_t n);
+};
+
+// The AVX2 panel packer, shared by the AVX-512 table (every AVX-512 CPU has AVX2).
+void pack_panel_avx2(const float* const* src, int64_t nr, int64_t NR, int64_t kc, float* dst);
+
+const IsaKernels& scalar_kernels();
+const IsaKernels& avx2_kernels();
+const IsaKernels& avx512_kernels();
+// The table for xdna::active_isa(), with the bf16 microkernel only where has_avx512_bf16().
+const IsaKernels& active_kernels();
+
+// Scalar reference conversions shared by all paths (they define the numerics).
+float half_to_float(uint16_t h);
+inline float bf16_bits_to_float(uint16_t b) {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t float_to_bf16_rne(float x);
+// 2^(E-133): the scale of a bfp16 block with exponent byte E (mantissa m gives m · scale).
+const float* bfp16_scale_table();
+
+// Dequantizes w[n, k0 : k0 + len] to f32 (k0 and len on block boundaries, except at row end).
+void dequant_range(const IsaKernels& kern, const WeightRows& w, int64_t n, int64_t k0,
+                   int64_t len, float* out);
+
+// y[M, N] = x[M, K] · wᵀ, row strides ldx / ldy; blocked, packed, multi-threaded.
+void gemm(const float* x, int64_t ldx, const WeightRows& w, float* y, int64_t ldy, int64_t m);
+
+}  // namespace xdna::host

@@ -1,0 +1,260 @@
+// AVX2 + FMA + F16C kernels: the baseline x86-64 path (6x16 f32 microkernel, 8-wide dots).
+#include <immintrin.h>
+
+#include "host/gemm.h"
+
+namespace xdna::host {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// GEMV streams weights once: prefetch ahead into the next rows (see gemm_avx512.cpp).
+constexpr int kPrefetchBytes = 4096;
+template <typename T>
+inline void prefetch(const T* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+}
+
+// 6 rows x 16 columns: 12 ymm accumulators, 2 B loads and 6 broadcasts per k.
+constexpr int MR = 6, NR = 16;
+
+void sgemm_6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
+                int64_t nr, bool accumulate) {
+  __m256 acc[MR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(b + k * NR), b1 = _mm256_load_ps(b + k * NR + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + k * MR + i);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    }
+  }
+  if (mr == MR && nr == NR) {
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      float* ci = c + i * ldc;
+      if (accumulate) {
+        acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_loadu_ps(ci));
+        acc[i][1] = _mm256_add_ps(acc[i][1], _mm256_loadu_ps(ci + 8));
+      }
+      _mm256_storeu_ps(ci, acc[i][0]);
+      _mm256_storeu_ps(ci + 8, acc[i][1]);
+    }
+    return;
+  }
+  alignas(32) float tile[MR][NR];
+  for (int i = 0; i < MR; ++i) {
+    _mm256_store_ps(tile[i], acc[i][0]);
+    _mm256_store_ps(tile[i] + 8, acc[i][1]);
+  }
+  for (int64_t i = 0; i < mr; ++i)
+    for (int64_t j = 0; j < nr; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0.f) + tile[i][j];
+}
+
+float dot_f32(const float* w, const XRow& x) {
+  const float* xv = x.x;
+  const int64_t n = x.k;
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t k = 0;
+  for (; k + 32 <= n; k += 32) {
+    prefetch(w + k);
+    prefetch(w + k + 16);
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + k), _mm256_loadu_ps(xv + k), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + k + 8), _mm256_loadu_ps(xv + k + 8), s1);
+    s2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + k + 16), _mm256_loadu_ps(xv + k + 16), s2);
+    s3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + k + 24), _mm256_loadu_ps(xv + k + 24), s3);
+  }
+  for (; k + 8 <= n; k += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + k), _mm256_loadu_ps(xv + k), s0);
+  float s = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  for (; k < n; ++k) s += w[k] * xv[k];
+  return s;
+}
+
+inline __m256 load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 load_bf16(const uint16_t* p) {
+  __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+template <__m256 (*Load)(const uint16_t*), float (*Scalar)(uint16_t)>
+float dot_16bit(const uint16_t* w, const XRow& x) {
+  const float* xv = x.x;
+  const int64_t n = x.k;
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t k = 0;
+  for (; k + 32 <= n; k += 32) {
+    prefetch(w + k);
+    s0 = _mm256_fmadd_ps(Load(w + k), _mm256_loadu_ps(xv + k), s0);
+    s1 = _mm256_fmadd_ps(Load(w + k + 8), _mm256_loadu_ps(xv + k + 8), s1);
+    s2 = _mm256_fmadd_ps(Load(w + k + 16), _mm256_loadu_ps(xv + k + 16), s2);
+    s3 = _mm256_fmadd_ps(Load(w + k + 24), _mm256_loadu_ps(xv + k + 24), s3);
+  }
+  for (; k + 8 <= n; k += 8) s0 = _mm256_fmadd_ps(Load(w + k), _mm256_loadu_ps(xv + k), s0);
+  float s = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  for (; k < n; ++k) s += Scalar(w[k]) * xv[k];
+  return s;
+}
+
+float dot_i8(const int8_t* w, const float* scales, int64_t group, const XRow& x) {
+  const float* xv = x.x;
+  __m256 total = _mm256_setzero_ps();
+  float tail = 0;
+  for (int64_t g0 = 0; g0 < x.k; g0 += group) {
+    const int64_t g1 = g0 + group;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int64_t k = g0;
+    for (; k + 16 <= g1; k += 16) {
+      prefetch(w + k);
+      __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + k))));
+      __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + k + 8))));
+      s0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xv + k), s0);
+      s1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xv + k + 8), s1);
+    }
+    float gt = 0;
+    for (; k < g1; ++k) gt += static_cast<float>(w[k]) * xv[k];
+    const float sc = scales[g0 / group];
+    total = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), _mm256_set1_ps(sc), total);
+    tail += gt * sc;
+  }
+  return hsum(total) + tail;
+}
+
+// 16 int4 values (8 bytes) -> even and odd values as two 8-lane f32 vectors.
+inline void load_i4(const uint8_t* p, __m256& even, __m256& odd) {
+  const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m256i eight = _mm256_set1_epi32(8), mask = _mm256_set1_epi32(0xf);
+  even = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_xor_si256(_mm256_and_si256(v, mask), eight), eight));
+  odd = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_xor_si256(_mm256_srli_epi32(v, 4), eight), eight));
+}
+
+float dot_i4(const uint8_t* w, const float* scales, int64_t group, const XRow& x) {
+  __m256 total = _mm256_setzero_ps();
+  float tail = 0;
+  for (int64_t g0 = 0; g0 < x.k; g0 += group) {
+    const int64_t p1 = (g0 + group) / 2;  // pair index range of this group
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int64_t p = g0 / 2;
+    for (; p + 8 <= p1; p += 8) {
+      prefetch(w + p);
+      __m256 we, wo;
+      load_i4(w + p, we, wo);
+      s0 = _mm256_fmadd_ps(we, _mm256_loadu_ps(x.even + p), s0);
+      s1 = _mm256_fmadd_ps(wo, _mm256_loadu_ps(x.odd + p), s1);
+    }
+    float gt = 0;
+    for (; p < p1; ++p) {
+      gt += static_cast<float>(((w[p] & 0xf) ^ 8) - 8) * x.even[p];
+      gt += static_cast<float>(((w[p] >> 4) ^ 8) - 8) * x.odd[p];
+    }
+    const float sc = scales[g0 / group];
+    total = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), _mm256_set1_ps(sc), total);
+    tail += gt * sc;
+  }
+  return hsum(total) + tail;
+}
+
+float dot_bfp16(const uint8_t* w, const XRow& x) {
+  const float* scale = bfp16_scale_table();
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+  const int64_t blocks = x.k / 8;
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    const uint8_t* p = w + b * 9;
+    prefetch(p);
+    __m256 m0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 1))));
+    __m256 m1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 10))));
+    s0 = _mm256_fmadd_ps(_mm256_mul_ps(m0, _mm256_set1_ps(scale[p[0]])), _mm256_loadu_ps(x.x + b * 8), s0);
+    s1 = _mm256_fmadd_ps(_mm256_mul_ps(m1, _mm256_set1_ps(scale[p[9]])), _mm256_loadu_ps(x.x + b * 8 + 8), s1);
+  }
+  float s = hsum(_mm256_add_ps(s0, s1));
+  for (; b < blocks; ++b) {
+    const uint8_t* p = w + b * 9;
+    float bs = 0;
+    for (int i = 0; i < 8; ++i) bs += static_cast<float>(static_cast<int8_t>(p[1 + i])) * x.x[b * 8 + i];
+    s += bs * scale[p[0]];
+  }
+  return s;
+}
+
+// Panel packing as 8x8 transposes (unpack / shuffle / permute2f128); ragged edges go scalar.
+void pack_panel(const float* const* src, int64_t nr, int64_t NR, int64_t kc, float* dst) {
+  int64_t c0 = 0;
+  for (; c0 + 8 <= nr; c0 += 8) {
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8) {
+      __m256 r[8], t[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src[c0 + i] + k);
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+      }
+      for (int i = 0; i < 4; ++i) {
+        _mm256_storeu_ps(dst + (k + i) * NR + c0, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+        _mm256_storeu_ps(dst + (k + i + 4) * NR + c0, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+      }
+    }
+    for (; k < kc; ++k)
+      for (int64_t c = c0; c < c0 + 8; ++c) dst[k * NR + c] = src[c][k];
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    for (int64_t c = c0; c < nr; ++c) dst[k * NR + c] = src[c][k];
+    for (int64_t c = nr; c < NR; ++c) dst[k * NR + c] = 0.f;
+  }
+}
+
+void f16_to_f32(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_f16(src + i));
+  for (; i < n; ++i) dst[i] = half_to_float(src[i]);
+}
+
+void bf16_to_f32(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_bf16(src + i));
+  for (; i < n; ++i) dst[i] = bf16_bits_to_float(src[i]);
+}
+
+}  // namespace
+
+void pack_panel_avx2(const float* const* src, int64_t nr, int64_t NR, int64_t kc, float* dst) {
+  pack_panel(src, nr, NR, kc, dst);
+}
+
+const IsaKernels& avx2_kernels() {
+  static const IsaKernels k = {"avx2",
+                               MR,
+                               NR,
+                               sgemm_6x16,
+                               0,
+                               0,
+                               nullptr,
+                               dot_f32,
+                               dot_16bit<load_f16, half_to_float>,
+                               dot_16bit<load_bf16, bf16_bits_to_float>,
+                               dot_i8,
+                               dot_i4,
+                               dot_bfp16,
+                               nullptr,
+                               nullptr,
+                               f16_to_f32,
+                               bf16_to_f32,
+                               pack_panel,
+                               scalar_kernels().f32_to_bf16};
+  return k;
+}
+
+}  // namespace xdna::host
