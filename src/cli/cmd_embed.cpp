@@ -1,7 +1,8 @@
-// `npu embed [--model M] [--json] [--max-length N] TEXT...`: sentence embeddings from the
+// `npu embed [--model M] [--json] [--max-length N] [--device host|npu-sim|npu] TEXT...`: sentence embeddings from the
 // command line; with no TEXT, one input per line of stdin. Truncation is never silent: a warning
 // per truncated input on stderr, and "truncated" in the JSON output.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -12,6 +13,9 @@
 
 #include "cli/commands.h"
 #include "cli/config.h"
+#include "host/host_backend.h"
+#include "npu/npu_backend.h"
+#include "npu/sim_backend.h"
 #include "pipeline/embed.h"
 
 namespace xdna::cli {
@@ -24,6 +28,7 @@ struct EmbedCliOptions {
   bool json = false;
   size_t max_length = 0;
   size_t batch = 32;
+  std::string device = "host";
   std::vector<std::string> texts;
 };
 
@@ -40,6 +45,18 @@ void run_embed(const EmbedCliOptions& o) {
   const EmbeddingModel model = EmbeddingModel::load(o.model, resolve_store(o.store));
   EmbedOptions eo;
   eo.max_length = o.max_length;
+  // Where ops run: host only; npu-sim then host (modelled NPU); npu then host (real device).
+  HostBackend host;
+  npu::NpuSimBackend sim;
+  NpuBackend device;
+  if (o.device == "npu-sim") {
+    eo.backends = {&sim, &host};
+  } else if (o.device == "npu") {
+    if (!std::filesystem::exists("/dev/accel"))
+      throw std::runtime_error("embed: --device npu needs hardware: no /dev/accel device "
+                               "(use --device npu-sim for the modelled NPU)");
+    eo.backends = {&device, &host};
+  }
 
   nlohmann::json data = nlohmann::json::array();
   RunReport all;
@@ -71,8 +88,10 @@ void run_embed(const EmbedCliOptions& o) {
     }
     all.ops.insert(all.ops.end(), r.report.ops.begin(), r.report.ops.end());
   }
+  if (o.device == "npu-sim" && !o.json)  // stdout stays embeddings only
+    std::fprintf(stderr, "%s%s", all.summary().c_str(), sim.cost().text().c_str());
   if (o.json) {
-    const nlohmann::json out = {
+    nlohmann::json out = {
         {"model", model.name()},
         {"path", model.path()},
         {"family", model.spec().family},
@@ -82,8 +101,13 @@ void run_embed(const EmbedCliOptions& o) {
         {"max_length", o.max_length ? o.max_length : model.max_length()},
         {"data", data},
         {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}},
+        {"device", o.device},
         {"run", run_summary_json(all)},
     };
+    if (o.device == "npu-sim") {
+      out["npu_sim"] = sim.cost().to_json();
+      out["npu_sim"]["fallback_reasons"] = sim.refusals();
+    }
     std::printf("%s\n", out.dump().c_str());
   }
 }
@@ -105,6 +129,11 @@ void add_embed_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--batch", o->batch, "Inputs per forward pass")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--device", o->device,
+                  "Where ops run: host, npu-sim (modelled NPU, unsupported ops on the host) or "
+                  "npu (needs /dev/accel)")
+      ->check(CLI::IsMember({"host", "npu-sim", "npu"}))
       ->capture_default_str();
   cmd->add_option("text", o->texts, "Texts to embed (default: lines of stdin)");
   cmd->callback([o] { run_embed(*o); });

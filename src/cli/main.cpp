@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   xdna::cli::add_model_command(app);
   xdna::cli::add_serve_command(app);
   xdna::cli::add_embed_command(app);
+  xdna::cli::add_plan_command(app);
 
   app.parse_complete_callback([&] {
     xdna::cli::set_global_config(xdna::cli::load_config(config_path));  // flags override it

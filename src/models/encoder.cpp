@@ -182,16 +182,15 @@ Encoder::Encoder(EncoderSpec spec, std::shared_ptr<const WeightSource> weights)
   L.norm(n.final_norm, H, s.norm_bias, false, w_.final_norm, w_.final_norm_b);
 }
 
-EncoderOutput Encoder::forward(const std::vector<std::vector<int32_t>>& ids,
-                               const std::vector<std::vector<int32_t>>& type_ids,
-                               std::vector<Backend*> backends) const {
+EncoderGraph Encoder::lower(const std::vector<std::vector<int32_t>>& ids,
+                            const std::vector<std::vector<int32_t>>& type_ids) const {
   const EncoderSpec& s = spec_;
   const int64_t B = static_cast<int64_t>(ids.size());
   if (B == 0) throw std::invalid_argument("encoder: no sequences");
   if (!type_ids.empty() && type_ids.size() != ids.size())
     throw std::invalid_argument("encoder: type_ids must have one entry per sequence");
 
-  EncoderOutput out;
+  EncoderGraph out;
   out.offsets.assign(1, 0);
   std::vector<int32_t> flat_ids, flat_pos, flat_types;
   for (int64_t b = 0; b < B; ++b) {
@@ -342,12 +341,23 @@ EncoderOutput Encoder::forward(const std::vector<std::vector<int32_t>>& ids,
   if (w_.final_norm.defined())
     x = bld.layer_norm(x, w_.final_norm, w_.final_norm_b, s.norm_eps, "final_norm");
 
+  out.output = x;
+  out.graph = std::move(bld.g);
+  return out;
+}
+
+EncoderOutput Encoder::forward(const std::vector<std::vector<int32_t>>& ids,
+                               const std::vector<std::vector<int32_t>>& type_ids,
+                               std::vector<Backend*> backends) const {
+  EncoderGraph eg = lower(ids, type_ids);
+  EncoderOutput out;
+  out.offsets = std::move(eg.offsets);
   HostBackend host;
   if (backends.empty()) backends.push_back(&host);
   Executor exec(backends);
-  out.report = exec.run(g);
-  out.hidden = host::to_f32(g.get(x));
-  if (out.hidden.shape() != Shape{N, H})
+  out.report = exec.run(eg.graph);
+  out.hidden = host::to_f32(eg.graph.get(eg.output));
+  if (out.hidden.shape() != Shape{out.offsets.back(), spec_.hidden})
     throw std::logic_error("encoder: output has shape " + shape_str(out.hidden.shape()));
   return out;
 }

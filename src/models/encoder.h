@@ -47,6 +47,13 @@ struct EncoderOutput {
   RunReport report;
 };
 
+// The forward pass as a graph, not yet run: the planner (npu plan) prices it without computing.
+struct EncoderGraph {
+  Graph graph;
+  ValueId output = -1;           // [sum T, hidden]
+  std::vector<int64_t> offsets;  // as in EncoderOutput
+};
+
 class Encoder {
  public:
   // Resolves and shape-checks every weight the spec names. The checkpoint may prefix its names
@@ -64,6 +71,9 @@ class Encoder {
   EncoderOutput forward(const std::vector<std::vector<int32_t>>& ids,
                         const std::vector<std::vector<int32_t>>& type_ids = {},
                         std::vector<Backend*> backends = {}) const;
+  // The same checks and graph as forward(), without running it.
+  EncoderGraph lower(const std::vector<std::vector<int32_t>>& ids,
+                     const std::vector<std::vector<int32_t>>& type_ids = {}) const;
 
  private:
   EncoderSpec spec_;
