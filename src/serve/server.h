@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/model_store.h"
+#include "serve/model_cache.h"
 #include "serve/system_info.h"
 
 namespace xdna::serve {
@@ -23,6 +24,7 @@ struct ServerOptions {
   std::string host = "127.0.0.1";  // loopback unless the user asks otherwise
   int port = 11435;                // 0: any free port (tests)
   std::string store_dir;           // empty: default_store_dir()
+  uint64_t model_budget_bytes = ModelCache::kDefaultBudgetBytes;  // resident models, LRU past it
 };
 
 using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
@@ -49,6 +51,7 @@ class Server {
 
   const ServerOptions& options() const { return opts_; }
   ModelStore& store() { return store_; }
+  ModelCache& models() { return models_; }  // loaded on first use, shared by the fronts
   const NpuInfo& npu() const { return npu_; }
 
  private:
@@ -56,6 +59,7 @@ class Server {
 
   ServerOptions opts_;
   ModelStore store_;
+  ModelCache models_;
   NpuInfo npu_;
   httplib::Server http_;
   int port_ = 0;
@@ -73,6 +77,7 @@ void send_error(httplib::Response& res, int status, const std::string& message,
 // Fronts.
 void add_system_routes(Server& s);  // GET /health
 void add_model_routes(Server& s);   // GET /v1/models, GET /v1/models/{id}
+void add_embedding_routes(Server& s);  // POST /v1/embeddings
 
 // Server with every front registered.
 void add_all_routes(Server& s);

@@ -1,0 +1,113 @@
+#include "serve/model_cache.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "models/model_store.h"
+
+namespace fs = std::filesystem;
+
+namespace xdna::serve {
+
+namespace {
+
+// "matryoshka_dimensions": [768, 512, 256, ...] from the first of the model's config files that
+// has it. A present but malformed key is an error, not a silent "unsupported".
+std::vector<int64_t> read_matryoshka_dimensions(const std::string& dir, int64_t native) {
+  for (const char* file : {"config_sentence_transformers.json", "config.json"}) {
+    const fs::path path = fs::path(dir) / file;
+    std::ifstream in(path);
+    if (!in) continue;
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("matryoshka_dimensions")) continue;
+    std::vector<int64_t> dims;
+    for (const auto& d : j["matryoshka_dimensions"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > native)
+        throw std::runtime_error(path.string() + ": matryoshka_dimensions must be integers in [1, " +
+                                 std::to_string(native) + "]");
+      dims.push_back(d.get<int64_t>());
+    }
+    return dims;
+  }
+  return {};
+}
+
+// The families the encoder runs (models/spec.h); anything else in the store (LLMs, speech) is not
+// an embedding model.
+bool is_encoder_family(const std::string& family) {
+  for (const char* f : {"bert", "roberta", "xlm-roberta", "modernbert", "esm"})
+    if (family == f) return true;
+  return false;
+}
+
+uint64_t files_size(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec))
+    if (e.is_regular_file(ec)) total += e.file_size(ec);
+  return total;
+}
+
+}  // namespace
+
+ModelCache::ModelCache(std::string store_root, uint64_t budget_bytes)
+    : root_(std::move(store_root)), budget_(budget_bytes) {}
+
+std::shared_ptr<CachedEmbeddingModel> ModelCache::get_embedding(const std::string& name) {
+  auto find_resident = [&]() -> std::shared_ptr<CachedEmbeddingModel> {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+      if (it->name != name) continue;
+      lru_.splice(lru_.begin(), lru_, it);  // now the most recent
+      return it->model;
+    }
+    return nullptr;
+  };
+  if (auto m = find_resident()) return m;
+  if (!valid_model_name(name)) return nullptr;  // never a path: requests name store models only
+
+  std::lock_guard<std::mutex> load_lock(load_mu_);
+  if (auto m = find_resident()) return m;  // another request loaded it while we waited
+  const ModelStore store(root_);
+  const std::optional<Manifest> manifest = store.find(name);
+  if (!manifest) return nullptr;
+  if (!is_encoder_family(manifest->family))
+    throw std::invalid_argument("model '" + name + "' is a " + manifest->family +
+                                " model, not an embedding model");
+  const std::string dir = store.model_dir(name);
+  auto cached = std::make_shared<CachedEmbeddingModel>(
+      EmbeddingModel::load(dir), manifest->size_bytes ? manifest->size_bytes : files_size(dir));
+  cached->matryoshka_dimensions = read_matryoshka_dimensions(dir, cached->model.dimensions());
+
+  std::lock_guard<std::mutex> lock(mu_);
+  lru_.push_front({name, cached});
+  evict_over_budget();
+  return cached;
+}
+
+void ModelCache::evict_over_budget() {
+  uint64_t total = 0;
+  for (const Entry& e : lru_) total += e.model->bytes;
+  while (total > budget_ && lru_.size() > 1) {
+    total -= lru_.back().model->bytes;
+    lru_.pop_back();
+  }
+}
+
+std::vector<std::string> ModelCache::resident() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> names;
+  for (const Entry& e : lru_) names.push_back(e.name);
+  return names;
+}
+
+uint64_t ModelCache::resident_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t total = 0;
+  for (const Entry& e : lru_) total += e.model->bytes;
+  return total;
+}
+
+}  // namespace xdna::serve

@@ -1,0 +1,55 @@
+// Models the server has loaded: each is loaded from the store on first use and then stays
+// resident, up to a memory budget; past it the least recently used models are dropped (a request
+// still running on a dropped model keeps it alive through its shared_ptr). Thread-safe.
+#pragma once
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "pipeline/embed.h"
+
+namespace xdna::serve {
+
+struct CachedEmbeddingModel {
+  EmbeddingModel model;
+  uint64_t bytes = 0;  // what the model takes: its files in the store (weights dominate)
+  // Output sizes the model was trained to be cut to (Matryoshka), from "matryoshka_dimensions" in
+  // its config_sentence_transformers.json or config.json; empty: only the full size is valid.
+  std::vector<int64_t> matryoshka_dimensions;
+  // One forward pass at a time per model: each pass already uses every core.
+  std::mutex run_mutex;
+};
+
+class ModelCache {
+ public:
+  static constexpr uint64_t kDefaultBudgetBytes = 8ull << 30;
+
+  explicit ModelCache(std::string store_root, uint64_t budget_bytes = kDefaultBudgetBytes);
+
+  // The model named `name` in the store, loading it when not resident. nullptr when the store has
+  // no such model (or the name is not a valid store name); throws std::runtime_error when the
+  // model is there but cannot be loaded, std::invalid_argument when it is not an embedding model.
+  std::shared_ptr<CachedEmbeddingModel> get_embedding(const std::string& name);
+
+  // Resident models, most recently used first, and their total size.
+  std::vector<std::string> resident() const;
+  uint64_t resident_bytes() const;
+
+ private:
+  struct Entry {
+    std::string name;
+    std::shared_ptr<CachedEmbeddingModel> model;
+  };
+  void evict_over_budget();  // with mu_ held; keeps the most recent entry whatever its size
+
+  std::string root_;
+  uint64_t budget_;
+  mutable std::mutex mu_;  // guards lru_
+  std::mutex load_mu_;     // one load at a time, so two first requests do not load twice
+  std::list<Entry> lru_;   // most recent first
+};
+
+}  // namespace xdna::serve

@@ -1,0 +1,252 @@
+// OpenAI "embeddings" front: POST /v1/embeddings (request, response, errors: docs/api.md).
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <set>
+#include <stdexcept>
+
+#include "serve/server.h"
+
+namespace xdna::serve {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxInputs = 2048;             // OpenAI's limit per request
+constexpr size_t kMaxBodyBytes = 16u << 20;     // a full 2048-input request fits easily
+constexpr size_t kBatch = 32;                   // inputs per forward pass, bounds activations
+
+// A request the handler rejects: status, message and OpenAI's code/param.
+struct ApiError : std::runtime_error {
+  ApiError(int status, const std::string& message, std::string code, std::string param = "input")
+      : std::runtime_error(message), status(status), code(std::move(code)), param(std::move(param)) {}
+  int status;
+  std::string code, param;
+};
+
+struct EmbeddingsRequest {
+  std::string model;
+  bool tokens = false;                       // input given as token ids, not text
+  std::vector<std::string> texts;            // when !tokens
+  std::vector<std::vector<int64_t>> ids;     // when tokens; checked against the vocabulary later
+  bool base64 = false;
+  std::optional<int64_t> dimensions;
+};
+
+std::vector<int64_t> token_array(const json& a, const std::string& where) {
+  if (a.empty()) throw ApiError(400, where + " is an empty token array", "invalid_value");
+  std::vector<int64_t> ids;
+  ids.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].is_number_integer())
+      throw ApiError(400, where + "[" + std::to_string(i) + "] is not an integer token id (input mixes types?)",
+                     "invalid_type");
+    // Unsigned values above int64 would wrap: anything that large is out of any vocabulary.
+    ids.push_back(a[i].is_number_unsigned() && a[i].get<uint64_t>() > INT64_MAX ? INT64_MAX : a[i].get<int64_t>());
+  }
+  return ids;
+}
+
+// `input`: a string, an array of strings, an array of token ids, or an array of token-id arrays.
+void parse_input(const json& in, EmbeddingsRequest& r) {
+  auto add_text = [&](const json& s, const std::string& where) {
+    // OpenAI rejects empty strings ("'$.input' is invalid"); we do too, with a message that says which.
+    if (s.get_ref<const std::string&>().empty())
+      throw ApiError(400, where + " is an empty string; every input must have some text", "invalid_value");
+    r.texts.push_back(s.get<std::string>());
+  };
+  if (in.is_string()) return add_text(in, "input");
+  if (!in.is_array())
+    throw ApiError(400, "input must be a string, an array of strings, an array of token ids or an array of arrays of token ids",
+                   "invalid_type");
+  if (in.empty()) throw ApiError(400, "input is an empty array; give at least one input", "invalid_value");
+  const json& first = in[0];
+  if (first.is_number_integer()) {  // one input as token ids
+    r.tokens = true;
+    r.ids.push_back(token_array(in, "input"));
+    return;
+  }
+  if (in.size() > kMaxInputs)
+    throw ApiError(400, "input has " + std::to_string(in.size()) + " items; at most " + std::to_string(kMaxInputs) +
+                            " per request", "too_many_inputs");
+  r.tokens = first.is_array();
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::string where = "input[" + std::to_string(i) + "]";
+    if (r.tokens && in[i].is_array()) r.ids.push_back(token_array(in[i], where));
+    else if (!r.tokens && in[i].is_string()) add_text(in[i], where);
+    else
+      throw ApiError(400, where + " is not " + (r.tokens ? "an array of token ids" : "a string") +
+                              "; all items of input must have the same form", "invalid_type");
+  }
+}
+
+EmbeddingsRequest parse_request(const std::string& body) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw ApiError(400, "the request body is not valid JSON", "invalid_json", "");
+  if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object", "invalid_json", "");
+  EmbeddingsRequest r;
+  if (!j.contains("model") || !j["model"].is_string() || j["model"].get_ref<const std::string&>().empty())
+    throw ApiError(400, "model is required: the name of an embedding model in the store (GET /v1/models)",
+                   "missing_required_parameter", "model");
+  r.model = j["model"];
+  if (!j.contains("input") || j["input"].is_null())
+    throw ApiError(400, "input is required", "missing_required_parameter");
+  parse_input(j["input"], r);
+  if (j.contains("encoding_format") && !j["encoding_format"].is_null()) {
+    const json& f = j["encoding_format"];
+    if (f != "float" && f != "base64")
+      throw ApiError(400, "encoding_format must be \"float\" or \"base64\", not " + f.dump(), "invalid_value",
+                     "encoding_format");
+    r.base64 = f == "base64";
+  }
+  if (j.contains("dimensions") && !j["dimensions"].is_null()) {
+    const json& d = j["dimensions"];
+    if (!d.is_number_integer() || d.get<int64_t>() < 1)
+      throw ApiError(400, "dimensions must be a positive integer, not " + d.dump(), "invalid_value", "dimensions");
+    r.dimensions = d.get<int64_t>();
+  }
+  // `user` is accepted and ignored, as are fields this server does not know.
+  return r;
+}
+
+// The vector as little-endian f32 bytes in base64: what the openai client decodes.
+std::string base64_f32(const std::vector<float>& v) {
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string bytes(v.size() * 4, '\0');
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint32_t u = std::bit_cast<uint32_t>(v[i]);
+    for (int b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<char>((u >> (8 * b)) & 0xff);
+  }
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t n = std::min<size_t>(3, bytes.size() - i);
+    uint32_t w = 0;
+    for (size_t k = 0; k < 3; ++k) w = (w << 8) | (k < n ? static_cast<uint8_t>(bytes[i + k]) : 0u);
+    for (size_t k = 0; k < 4; ++k) out += k <= n ? kAlphabet[(w >> (18 - 6 * k)) & 63] : '=';
+  }
+  return out;
+}
+
+// Keeps the first `d` values and scales them back to unit length (Matryoshka truncation).
+void truncate_and_renormalise(std::vector<float>& v, size_t d) {
+  v.resize(d);
+  double ss = 0;
+  for (float x : v) ss += double(x) * x;
+  if (ss <= 0) return;
+  const float inv = static_cast<float>(1.0 / std::sqrt(ss));
+  for (float& x : v) x *= inv;
+}
+
+void check_dimensions(const EmbeddingsRequest& r, const CachedEmbeddingModel& m) {
+  if (!r.dimensions) return;
+  const int64_t native = m.model.dimensions(), d = *r.dimensions;
+  if (d == native) return;  // nothing to cut: valid for every model
+  if (m.matryoshka_dimensions.empty())
+    throw ApiError(400, "model '" + r.model + "' does not support dimensions other than its native " +
+                            std::to_string(native) + ": it is not Matryoshka-trained (no matryoshka_dimensions "
+                            "in its config), so a truncated vector would be meaningless",
+                   "unsupported_value", "dimensions");
+  if (d > native)
+    throw ApiError(400, "dimensions " + std::to_string(d) + " exceeds model '" + r.model + "''s " +
+                            std::to_string(native), "invalid_value", "dimensions");
+}
+
+std::vector<std::vector<int32_t>> checked_ids(const EmbeddingsRequest& r, const CachedEmbeddingModel& m) {
+  const int64_t vocab = m.model.spec().vocab_size;
+  std::vector<std::vector<int32_t>> out;
+  for (size_t i = 0; i < r.ids.size(); ++i) {
+    for (size_t k = 0; k < r.ids[i].size(); ++k) {
+      const int64_t id = r.ids[i][k];
+      if (id < 0 || id >= vocab)
+        throw ApiError(400, "input[" + std::to_string(i) + "][" + std::to_string(k) + "]: token id " +
+                                std::to_string(id) + " is outside the vocabulary of model '" + r.model + "' [0, " +
+                                std::to_string(vocab) + ")", "invalid_token_id");
+    }
+    out.emplace_back(r.ids[i].begin(), r.ids[i].end());
+  }
+  return out;
+}
+
+void handle_embeddings(Server& s, const httplib::Request& req, httplib::Response& res) {
+  if (req.body.size() > kMaxBodyBytes)
+    throw ApiError(413, "request body is " + std::to_string(req.body.size()) + " bytes; at most " +
+                            std::to_string(kMaxBodyBytes) + " (split the inputs over several requests)",
+                   "request_too_large", "");
+  const EmbeddingsRequest r = parse_request(req.body);
+  std::shared_ptr<CachedEmbeddingModel> m;
+  try {
+    m = s.models().get_embedding(r.model);
+  } catch (const std::invalid_argument& e) {
+    throw ApiError(400, e.what(), "model_not_supported", "model");
+  }
+  if (!m)
+    throw ApiError(404, "The model '" + r.model + "' does not exist (GET /v1/models lists the store; `npu model pull` adds to it)",
+                   "model_not_found", "model");
+  check_dimensions(r, *m);
+  const std::vector<std::vector<int32_t>> ids = r.tokens ? checked_ids(r, *m) : std::vector<std::vector<int32_t>>{};
+
+  const size_t n = r.tokens ? ids.size() : r.texts.size();
+  std::vector<EmbeddingItem> items;
+  std::set<std::string> backends;
+  {
+    std::lock_guard<std::mutex> lock(m->run_mutex);
+    for (size_t b0 = 0; b0 < n; b0 += kBatch) {
+      const size_t b1 = std::min(n, b0 + kBatch);
+      EmbedResult part = r.tokens ? m->model.embed_ids({ids.begin() + b0, ids.begin() + b1})
+                                  : m->model.embed({r.texts.begin() + b0, r.texts.begin() + b1});
+      for (const OpRecord& op : part.report.ops) backends.insert(op.backend);
+      for (EmbeddingItem& it : part.items) items.push_back(std::move(it));
+    }
+  }
+
+  json data = json::array();
+  size_t prompt_tokens = 0;
+  std::string truncated;
+  for (size_t i = 0; i < items.size(); ++i) {
+    EmbeddingItem& it = items[i];
+    prompt_tokens += it.tokens;
+    if (it.truncated) {
+      if (!truncated.empty()) truncated += ',';
+      truncated += std::to_string(i);
+    }
+    if (r.dimensions && *r.dimensions != m->model.dimensions())
+      truncate_and_renormalise(it.vector, static_cast<size_t>(*r.dimensions));
+    json e = {{"object", "embedding"}, {"index", i}};
+    if (r.base64) e["embedding"] = base64_f32(it.vector);
+    else e["embedding"] = it.vector;
+    data.push_back(std::move(e));
+  }
+  std::string where;
+  for (const std::string& b : backends) {
+    if (!where.empty()) where += ',';
+    where += b;
+  }
+  res.headers.erase("X-Npu-Backend");  // replaces the server's default, which says "host"
+  res.set_header("X-Npu-Backend", where.empty() ? "host" : where);
+  // Inputs cut to the model's max length: never silent.
+  if (!truncated.empty()) res.set_header("X-Npu-Truncated", truncated);
+  send_json(res, {{"object", "list"},
+                  {"data", data},
+                  {"model", r.model},
+                  {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}});
+}
+
+}  // namespace
+
+void add_embedding_routes(Server& s) {
+  s.post("/v1/embeddings", [&s](const httplib::Request& req, httplib::Response& res) {
+    try {
+      handle_embeddings(s, req, res);
+    } catch (const ApiError& e) {
+      send_error(res, e.status, e.what(), "invalid_request_error", e.code, e.param);
+    } catch (const std::invalid_argument& e) {  // input the pipeline refused
+      send_error(res, 400, e.what(), "invalid_request_error", "invalid_value", "input");
+    }
+  });
+}
+
+}  // namespace xdna::serve
