@@ -37,6 +37,10 @@ struct XRow {
   // The same quantized x in natural order as unsigned q + 128 (int8 VNNI dot), scale per 4 values.
   const uint8_t* q_u8 = nullptr;
   const float* q_scale4 = nullptr;
+  // The same quantized x as signed int8 in natural order (GGML dots; q_scale4 gives the scales),
+  // and per 16 values the dequantized sum s·Σq (the offset/min terms of the GGML formats).
+  const int8_t* q_s8 = nullptr;
+  const float* q_xsum16 = nullptr;
 };
 
 // f32 GEMM microkernel: C[mr, nr] (+)= Ap · Bp over kc, where Ap is packed [kc][MR] and Bp
@@ -73,6 +77,15 @@ struct IsaKernels {
   void (*pack_panel)(const float* const* src, int64_t nr, int64_t NR, int64_t kc, float* dst);
   // Rounds n f32 values to bf16 (nearest even): packing x for the bf16 GEMM.
   void (*f32_to_bf16)(const float* src, uint16_t* dst, int64_t n);
+  // bfp16 · int8-quantized x (q_u8) with vpdpbusd (nullptr without AVX512-VBMI); needs K % 64 == 0.
+  float (*dot_bfp16_q8)(const uint8_t* w, const XRow& x) = nullptr;
+  // GGML rows · int8-quantized x (q_s8, q_scale4, q_xsum16); nullptr where the ISA has none (the
+  // row is then decoded with dequantize_row and dotted in f32).
+  float (*dot_q8_0)(const uint8_t* w, const XRow& x) = nullptr;
+  float (*dot_q4_0)(const uint8_t* w, const XRow& x) = nullptr;
+  float (*dot_q4_k)(const uint8_t* w, const XRow& x) = nullptr;
+  float (*dot_q5_k)(const uint8_t* w, const XRow& x) = nullptr;
+  float (*dot_q6_k)(const uint8_t* w, const XRow& x) = nullptr;
 };
 
 // The AVX2 panel packer, shared by the AVX-512 table (every AVX-512 CPU has AVX2).

@@ -184,6 +184,156 @@ float dot_bfp16(const uint8_t* w, const XRow& x) {
   return s;
 }
 
+// ---- GGML formats with x quantized to int8 per 32 (see gemm_avx512.cpp for the scheme) ----
+// Without VNNI the u8 x s8 products go through vpmaddubsw (pairs summed to int16, saturating) and
+// vpmaddwd with ones. No pair can saturate here: the unsigned side is at most 128 (|q| for Q8_0)
+// or 63 (nibbles, 5- and 6-bit quants) and |x| <= 127.
+
+inline __m256i dot_u8s8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+inline float f16_at(const uint8_t* p) {
+  uint16_t h;
+  __builtin_memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// 8 lanes: the first 4 take a, the last 4 take b.
+inline __m256 halves(float a, float b) {
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(a)), _mm_set1_ps(b), 1);
+}
+
+float dot_q8_0(const uint8_t* w, const XRow& x) {
+  const int64_t blocks = x.k / 32;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+  auto block = [&](int64_t b, __m256 acc) {
+    const uint8_t* p = w + b * 34;
+    const __m256i q = load256(p + 2);
+    const __m256i s = dot_u8s8(_mm256_abs_epi8(q), _mm256_sign_epi8(load256(x.q_s8 + b * 32), q));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(f16_at(p) * x.q_scale4[b * 8]), acc);
+  };
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    prefetch(w + b * 34);
+    prefetch(w + b * 34 + 64);
+    acc0 = block(b, acc0);
+    acc1 = block(b + 1, acc1);
+  }
+  if (b < blocks) acc0 = block(b, acc0);
+  return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+float dot_q4_0(const uint8_t* w, const XRow& x) {
+  const int64_t blocks = x.k / 32;
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+  float corr = 0;
+  auto block = [&](int64_t b, __m256 acc) {
+    const uint8_t* p = w + b * 18;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), low4);
+    const __m256i s = dot_u8s8(nib, load256(x.q_s8 + b * 32));
+    const float d = f16_at(p);
+    corr += d * (x.q_xsum16[2 * b] + x.q_xsum16[2 * b + 1]);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * x.q_scale4[b * 8]), acc);
+  };
+  int64_t b = 0;
+  for (; b + 4 <= blocks; b += 4) {
+    prefetch(w + b * 18);
+    prefetch(w + b * 18 + 64);
+    acc0 = block(b, acc0);
+    acc1 = block(b + 1, acc1);
+    acc0 = block(b + 2, acc0);
+    acc1 = block(b + 3, acc1);
+  }
+  for (; b < blocks; ++b) acc0 = block(b, acc0);
+  return hsum(_mm256_add_ps(acc0, acc1)) - 8 * corr;
+}
+
+inline void k_scales(const uint8_t* s, float* sc, float* mn) {
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = static_cast<float>(s[j] & 63);
+    mn[j] = static_cast<float>(s[j + 4] & 63);
+    sc[j + 4] = static_cast<float>((s[j + 8] & 0x0F) | ((s[j] >> 6) << 4));
+    mn[j + 4] = static_cast<float>((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
+  }
+}
+
+template <bool kFive>
+float dot_k4(const uint8_t* w, const XRow& x) {
+  constexpr int64_t kBytes = kFive ? 176 : 144, kQ = kFive ? 48 : 16;
+  const int64_t supers = x.k / 256;
+  const __m256i low4 = _mm256_set1_epi8(0x0f), bit = _mm256_set1_epi8(1);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+  float corr = 0;
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    const uint8_t* p = w + sb * kBytes;
+    prefetch(p);
+    prefetch(p + 64);
+    prefetch(p + 128);
+    const float d = f16_at(p), dmin = f16_at(p + 2);
+    float sc[8], mn[8];
+    k_scales(p + 4, sc, mn);
+    const float* xs = x.q_xsum16 + sb * 16;
+    float mins = 0;
+    for (int j = 0; j < 8; ++j) mins += mn[j] * (xs[2 * j] + xs[2 * j + 1]);
+    corr += dmin * mins;
+    const __m256i qh = kFive ? load256(p + 16) : _mm256_setzero_si256();
+    for (int pr = 0; pr < 4; ++pr) {
+      const __m256i q = load256(p + kQ + 32 * pr);
+      __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      if (kFive) {
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * pr), bit), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * pr + 1), bit), 4));
+      }
+      const int64_t c = sb * 256 + 64 * pr;
+      const __m256i s0 = dot_u8s8(lo, load256(x.q_s8 + c)), s1 = dot_u8s8(hi, load256(x.q_s8 + c + 32));
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0),
+                             _mm256_mul_ps(_mm256_set1_ps(d * sc[2 * pr]), _mm256_loadu_ps(x.q_scale4 + c / 4)), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1),
+                             _mm256_mul_ps(_mm256_set1_ps(d * sc[2 * pr + 1]), _mm256_loadu_ps(x.q_scale4 + c / 4 + 8)), acc1);
+    }
+  }
+  return hsum(_mm256_add_ps(acc0, acc1)) - corr;
+}
+
+float dot_q6_k(const uint8_t* w, const XRow& x) {
+  const int64_t supers = x.k / 256;
+  const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, corr = acc0;
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    const uint8_t* p = w + sb * 210;
+    prefetch(p);
+    prefetch(p + 64);
+    prefetch(p + 128);
+    prefetch(p + 192);
+    const float d = f16_at(p + 208);
+    const int8_t* sc8 = reinterpret_cast<const int8_t*>(p + 192);
+    float sc[16];
+    for (int j = 0; j < 16; ++j) sc[j] = d * sc8[j];
+    corr = _mm256_fmadd_ps(_mm256_loadu_ps(sc), _mm256_loadu_ps(x.q_xsum16 + sb * 16), corr);
+    corr = _mm256_fmadd_ps(_mm256_loadu_ps(sc + 8), _mm256_loadu_ps(x.q_xsum16 + sb * 16 + 8), corr);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = load256(p + 64 * h), l1 = load256(p + 64 * h + 32), qh = load256(p + 128 + 32 * h);
+      const __m256i nib[4] = {_mm256_and_si256(l0, low4), _mm256_and_si256(l1, low4),
+                              _mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                              _mm256_and_si256(_mm256_srli_epi16(l1, 4), low4)};
+      for (int k = 0; k < 4; ++k) {
+        const __m256i q = _mm256_or_si256(nib[k], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three), 4));
+        const int64_t c = sb * 256 + 128 * h + 32 * k;
+        const int j = 8 * h + 2 * k;  // scales of values c .. c + 15 and c + 16 .. c + 31
+        const __m256 scale = _mm256_mul_ps(halves(sc[j], sc[j + 1]), _mm256_loadu_ps(x.q_scale4 + c / 4));
+        __m256& acc = k % 2 ? acc1 : acc0;
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(q, load256(x.q_s8 + c))), scale, acc);
+      }
+    }
+  }
+  return hsum(_mm256_add_ps(acc0, acc1)) - 32 * hsum(corr);
+}
+
 // Panel packing as 8x8 transposes (unpack / shuffle / permute2f128); ragged edges go scalar.
 void pack_panel(const float* const* src, int64_t nr, int64_t NR, int64_t kc, float* dst) {
   int64_t c0 = 0;
@@ -253,7 +403,13 @@ const IsaKernels& avx2_kernels() {
                                f16_to_f32,
                                bf16_to_f32,
                                pack_panel,
-                               scalar_kernels().f32_to_bf16};
+                               scalar_kernels().f32_to_bf16,
+                               nullptr,
+                               dot_q8_0,
+                               dot_q4_0,
+                               dot_k4<false>,
+                               dot_k4<true>,
+                               dot_q6_k};
   return k;
 }
 

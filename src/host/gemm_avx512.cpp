@@ -284,6 +284,232 @@ float dot_bfp16(const uint8_t* w, const XRow& x) {
   return s;
 }
 
+// bfp16 with x quantized to int8 (q_u8 = q + 128), 8 blocks (72 bytes, 64 values) per step.
+// vpermt2b gathers the 64 mantissas out of two overlapping loads (bytes 0-63 and 8-71) and the 8
+// exponent bytes into the low byte of the two dword lanes of their block. Then, as for int8,
+// vpdpbusd(q + 128, m) - 128·Σm, times the x scale and the block scale 2^(E-133) (vscalefps).
+// Needs AVX512-VBMI; the table only offers it where CPUID reports it.
+struct Bfp16Perm {
+  alignas(64) uint8_t mant[64], expo[64];
+  Bfp16Perm() {
+    for (int o = 0; o < 64; ++o) {
+      const int src = 9 * (o / 8) + 1 + o % 8;
+      mant[o] = static_cast<uint8_t>(src < 64 ? src : 64 + src - 8);
+      expo[o] = static_cast<uint8_t>(9 * (o / 8));  // only byte 0 of each dword is kept
+    }
+  }
+};
+
+#define XDNA_VBMI __attribute__((target("avx512vbmi")))
+
+XDNA_VBMI inline __m512 bfp16_step(const uint8_t* p, int64_t c, const XRow& x, __m512i mant_idx, __m512i expo_idx,
+                                   __m512 acc) {
+  const __m512i a = _mm512_loadu_si512(p), b = _mm512_loadu_si512(p + 8);
+  const __m512i m = _mm512_permutex2var_epi8(a, mant_idx, b);
+  const __m512i e = _mm512_maskz_permutex2var_epi8(0x1111111111111111ull, a, expo_idx, b);
+  const __m512 scale = _mm512_scalef_ps(_mm512_set1_ps(1.f), _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(133))));
+  const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(x.q_u8 + c), m);
+  const __m512i sm = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), m);
+  const __m512i d = _mm512_sub_epi32(s, _mm512_slli_epi32(sm, 7));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(scale, _mm512_loadu_ps(x.q_scale4 + c / 4)), acc);
+}
+
+XDNA_VBMI float dot_bfp16_q8(const uint8_t* w, const XRow& x) {
+  static const Bfp16Perm perm;
+  const __m512i mant_idx = _mm512_load_si512(perm.mant), expo_idx = _mm512_load_si512(perm.expo);
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+  int64_t c = 0;
+  for (; c + 128 <= x.k; c += 128) {
+    const uint8_t* p = w + c / 8 * 9;
+    prefetch(p);
+    prefetch(p + 64);
+    prefetch(p + 128);
+    acc0 = bfp16_step(p, c, x, mant_idx, expo_idx, acc0);
+    acc1 = bfp16_step(p + 72, c + 64, x, mant_idx, expo_idx, acc1);
+  }
+  if (c < x.k) acc0 = bfp16_step(w + c / 8 * 9, c, x, mant_idx, expo_idx, acc0);
+  return hsum(_mm512_add_ps(acc0, acc1));
+}
+
+// ---- GGML formats with x quantized to int8 per 32 (q_s8, scale per 4 values in q_scale4) ----
+// Each dot computes Σ w·x̂ exactly as the reference decoder defines w (f32 rounding aside): the
+// integer products go through vpdpbusd, the offsets (Q4_0 -8, Q6_K -32) and K-quant mins through
+// the per-16 sums of x̂ (q_xsum16).
+
+inline float f16_at(const uint8_t* p) {
+  uint16_t h;
+  __builtin_memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// 16 lanes: the first 8 take a, the last 8 take b.
+inline __m512 halves(float a, float b) {
+  return _mm512_mask_broadcastss_ps(_mm512_set1_ps(a), 0xff00, _mm_set_ss(b));
+}
+
+inline __m512i join(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// Q8_0 (34-byte blocks: f16 d, int8 q[32]): two blocks per step. vpdpbusd needs one unsigned side:
+// |q| against x with q's sign.
+float dot_q8_0(const uint8_t* w, const XRow& x) {
+  const int64_t blocks = x.k / 32;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+  auto block = [&](int64_t b, __m256 acc) {
+    const uint8_t* p = w + b * 34;
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q_s8 + b * 32));
+    const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(q), _mm256_sign_epi8(xv, q));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(f16_at(p) * x.q_scale4[b * 8]), acc);
+  };
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    prefetch(w + b * 34);
+    prefetch(w + b * 34 + 64);
+    acc0 = block(b, acc0);
+    acc1 = block(b + 1, acc1);
+  }
+  if (b < blocks) acc0 = block(b, acc0);
+  return hsum256(_mm256_add_ps(acc0, acc1));
+}
+
+// Q4_0 (18-byte blocks: f16 d, 16 bytes holding values i (low nibble) and i + 16 (high)): the
+// nibbles are unsigned, so vpdpbusd(nibbles, x) and the -8 comes off as 8·d·Σx̂.
+float dot_q4_0(const uint8_t* w, const XRow& x) {
+  const int64_t blocks = x.k / 32;
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+  float corr = 0;
+  auto block = [&](int64_t b, __m256 acc) {
+    const uint8_t* p = w + b * 18;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), low4);
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q_s8 + b * 32));
+    const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), nib, xv);
+    const float d = f16_at(p);
+    corr += d * (x.q_xsum16[2 * b] + x.q_xsum16[2 * b + 1]);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * x.q_scale4[b * 8]), acc);
+  };
+  int64_t b = 0;
+  for (; b + 4 <= blocks; b += 4) {
+    prefetch(w + b * 18);
+    prefetch(w + b * 18 + 64);
+    acc0 = block(b, acc0);
+    acc1 = block(b + 1, acc1);
+    acc0 = block(b + 2, acc0);
+    acc1 = block(b + 3, acc1);
+  }
+  for (; b < blocks; ++b) acc0 = block(b, acc0);
+  return hsum256(_mm256_add_ps(acc0, acc1)) - 8 * corr;
+}
+
+// The 6-bit scales and mins of a Q4_K / Q5_K super-block (layout: ggml::k_scale_min) as bytes:
+// out[0..8) scales, out[8..16) mins. Bytes 0-3 hold scales 0-3 and bytes 4-7 mins 0-3 (low 6 bits);
+// scales/mins 4-7 are the low/high nibble of bytes 8-11 plus the top 2 bits of bytes 0-3 / 4-7.
+inline __m128i k_scales(const uint8_t* s) {
+  uint32_t a, b, c;
+  __builtin_memcpy(&a, s, 4);
+  __builtin_memcpy(&b, s + 4, 4);
+  __builtin_memcpy(&c, s + 8, 4);
+  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
+  const uint32_t sc_lo = a & low6, mn_lo = b & low6;
+  const uint32_t sc_hi = (c & low4) | (((a >> 6) & top2) << 4);
+  const uint32_t mn_hi = ((c >> 4) & low4) | (((b >> 6) & top2) << 4);
+  return _mm_set_epi32(static_cast<int>(mn_hi), static_cast<int>(mn_lo), static_cast<int>(sc_hi), static_cast<int>(sc_lo));
+}
+
+// Q4_K / Q5_K super-blocks of 256: per pair of 32-value sub-blocks, one 512-bit vpdpbusd of the
+// unsigned quants (low nibbles: first sub-block, high nibbles: second; Q5_K adds bit s of qh)
+// against 64 values of x, scaled by d·scale per sub-block; the mins come off as dmin·min·Σx̂.
+template <bool kFive>
+float dot_k4(const uint8_t* w, const XRow& x) {
+  constexpr int64_t kBytes = kFive ? 176 : 144, kQ = kFive ? 48 : 16;
+  const int64_t supers = x.k / 256;
+  const __m256i low4 = _mm256_set1_epi8(0x0f), bit = _mm256_set1_epi8(1);
+  const __m512i pairs = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  // x̂ sums per 32 (low 8 lanes): adjacent per-16 sums added pairwise.
+  const __m512i even = _mm512_set_epi32(14, 12, 10, 8, 6, 4, 2, 0, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  __m512 acc = _mm512_setzero_ps();
+  __m256 corr = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    const uint8_t* p = w + sb * kBytes;
+    prefetch(p);
+    prefetch(p + 64);
+    prefetch(p + 128);
+    const __m512 sm = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(k_scales(p + 4)));  // 8 scales, 8 mins
+    const __m512 dd = halves(f16_at(p), f16_at(p + 2));
+    const __m512 scm = _mm512_mul_ps(sm, dd);  // d·scale, dmin·min
+    const __m512 xs16 = _mm512_loadu_ps(x.q_xsum16 + sb * 16);
+    const __m512 xs32 = _mm512_add_ps(_mm512_permutexvar_ps(even, xs16), _mm512_permutexvar_ps(odd, xs16));
+    corr = _mm256_fmadd_ps(_mm512_extractf32x8_ps(scm, 1), _mm512_castps512_ps256(xs32), corr);
+    const __m256i qh = kFive ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)) : _mm256_setzero_si256();
+    for (int pr = 0; pr < 4; ++pr) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kQ + 32 * pr));
+      __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      if (kFive) {
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * pr), bit), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * pr + 1), bit), 4));
+      }
+      const int64_t c = sb * 256 + 64 * pr;
+      const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), join(lo, hi), _mm512_loadu_si512(x.q_s8 + c));
+      const __m512 wscale = _mm512_permutexvar_ps(_mm512_add_epi32(pairs, _mm512_set1_epi32(2 * pr)), scm);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wscale, _mm512_loadu_ps(x.q_scale4 + c / 4)), acc);
+    }
+  }
+  return hsum(acc) - hsum256(corr);
+}
+
+// Q6_K super-blocks (ql[128], qh[64], int8 scales[16], f16 d): per half of 128 values, the low
+// nibbles of ql[0..64) are values 0-63 and the high nibbles values 64-127, with the top 2 bits
+// from qh[i] bits 2k..2k+1 (k = value / 32). Quants are unsigned (stored + 32); the -32 comes off
+// as 32·d·scale·Σx̂ per 16 values. Lane j of a 64-value vpdpbusd covers 4 values, so scale s
+// (16 values) spans 4 lanes: vpermps spreads the 16 scales.
+float dot_q6_k(const uint8_t* w, const XRow& x) {
+  const int64_t supers = x.k / 256;
+  const __m512i low4 = _mm512_set1_epi8(0x0f), two = _mm512_set1_epi8(3);
+  const __m512i shift01 = join(_mm256_set1_epi16(0), _mm256_set1_epi16(2));
+  const __m512i shift23 = join(_mm256_set1_epi16(4), _mm256_set1_epi16(6));
+  const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  __m512 acc = _mm512_setzero_ps(), corr = acc;
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    const uint8_t* p = w + sb * 210;
+    prefetch(p);
+    prefetch(p + 64);
+    prefetch(p + 128);
+    prefetch(p + 192);
+    const __m512 scf = _mm512_mul_ps(_mm512_set1_ps(f16_at(p + 208)),
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)))));
+    corr = _mm512_fmadd_ps(scf, _mm512_loadu_ps(x.q_xsum16 + sb * 16), corr);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i l = _mm512_loadu_si512(p + 64 * h);
+      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h)));
+      const __m512i q01 = _mm512_or_si512(_mm512_and_si512(l, low4),
+          _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift01), two), 4));
+      const __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4),
+          _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift23), two), 4));
+      const int64_t c = sb * 256 + 128 * h;
+      const __m512i s01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q01, _mm512_loadu_si512(x.q_s8 + c));
+      const __m512i s23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q23, _mm512_loadu_si512(x.q_s8 + c + 64));
+      const __m512i i01 = _mm512_add_epi32(spread, _mm512_set1_epi32(8 * h));
+      const __m512i i23 = _mm512_add_epi32(i01, _mm512_set1_epi32(4));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s01),
+                            _mm512_mul_ps(_mm512_permutexvar_ps(i01, scf), _mm512_loadu_ps(x.q_scale4 + c / 4)), acc);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s23),
+                            _mm512_mul_ps(_mm512_permutexvar_ps(i23, scf), _mm512_loadu_ps(x.q_scale4 + c / 4 + 16)), acc);
+    }
+  }
+  return hsum(acc) - 32 * hsum(corr);
+}
+
 void f16_to_f32(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? 0xffff : tail_mask(n - i);
@@ -329,7 +555,13 @@ const IsaKernels& avx512_kernels() {
                                f16_to_f32,
                                bf16_to_f32,
                                pack_panel_avx2,
-                               f32_to_bf16};
+                               f32_to_bf16,
+                               __builtin_cpu_supports("avx512vbmi") ? dot_bfp16_q8 : nullptr,
+                               dot_q8_0,
+                               dot_q4_0,
+                               dot_k4<false>,
+                               dot_k4<true>,
+                               dot_q6_k};
   return k;
 }
 

@@ -91,6 +91,38 @@ void quantize_x_u8(const float* x, int64_t K, uint8_t* q, float* scale4) {
   }
 }
 
+// x -> int8 per block of 32 as above, signed and in natural order (the GGML dots), with the
+// scale per 4 values and the dequantized sum s·Σq per 16 values.
+void quantize_x_s8(const float* x, int64_t K, int8_t* q, float* scale4, float* xsum16) {
+  for (int64_t b = 0; b < K; b += 32) {
+    float amax = 0;
+    for (int64_t k = b; k < b + 32; ++k) amax = std::max(amax, std::fabs(x[k]));
+    const float s = amax / 127, inv = amax > 0 ? 127 / amax : 0;
+    for (int64_t j = b; j < b + 32; j += 16) {
+      int32_t sum = 0;
+      for (int64_t k = j; k < j + 16; ++k) {
+        const int v = static_cast<int>(std::nearbyint(x[k] * inv));
+        q[k] = static_cast<int8_t>(v);
+        sum += v;
+      }
+      xsum16[j / 16] = s * static_cast<float>(sum);
+    }
+    for (int64_t j = b; j < b + 32; j += 4) scale4[j / 4] = s;
+  }
+}
+
+// The GGML dot for dtype t, or nullptr when this ISA has none.
+auto ggml_dot(const IsaKernels& kern, DType t) -> float (*)(const uint8_t*, const XRow&) {
+  switch (t) {
+    case DType::Q8_0: return kern.dot_q8_0;
+    case DType::Q4_0: return kern.dot_q4_0;
+    case DType::Q4_K: return kern.dot_q4_k;
+    case DType::Q5_K: return kern.dot_q5_k;
+    case DType::Q6_K: return kern.dot_q6_k;
+    default: return nullptr;
+  }
+}
+
 float dot_row(const IsaKernels& kern, const WeightRows& w, int64_t n, const XRow& x, float* scratch) {
   const uint8_t* row = w.row(n);
   switch (w.dtype) {
@@ -103,10 +135,13 @@ float dot_row(const IsaKernels& kern, const WeightRows& w, int64_t n, const XRow
     case DType::I4:
       if (x.q_even) return kern.dot_i4_q8(row, w.row_scales(n), w.group, x);
       return kern.dot_i4(row, w.row_scales(n), w.group, x);
-    case DType::BFP16: return kern.dot_bfp16(row, x);
+    case DType::BFP16:
+      if (x.q_u8) return kern.dot_bfp16_q8(row, x);
+      return kern.dot_bfp16(row, x);
     default: break;
   }
-  // GGML blocks: decode the row (reference numerics), then an f32 dot.
+  if (x.q_s8) return ggml_dot(kern, w.dtype)(row, x);
+  // GGML blocks without a SIMD dot: decode the row (reference numerics), then an f32 dot.
   dequantize_row(w.dtype, row, scratch, w.cols);
   return kern.dot_f32(scratch, x);
 }
@@ -121,9 +156,13 @@ void gemv(const float* x, int64_t m, const WeightRows& w, const float* bias, flo
   std::vector<int8_t> xq(q8 ? m * K : 0);
   std::vector<int32_t> corr(q8 ? m * K / 8 : 0);
   std::vector<float> qscale(q8 ? m * K / 8 : 0);
-  const bool q8_i8 = w.dtype == DType::I8 && kern.dot_i8_q8 && K % 64 == 0 && w.group % 64 == 0;
+  const bool q8_i8 = (w.dtype == DType::I8 && kern.dot_i8_q8 && K % 64 == 0 && w.group % 64 == 0) ||
+                     (w.dtype == DType::BFP16 && kern.dot_bfp16_q8 && K % 64 == 0);
+  // GGML rows are whole blocks of 32 or 256 values, so K is a multiple of 32.
+  const bool q8_ggml = ggml_dot(kern, w.dtype) != nullptr;
   std::vector<uint8_t> xu(q8_i8 ? m * K : 0);
-  std::vector<float> qscale4(q8_i8 ? m * K / 4 : 0);
+  std::vector<int8_t> xs(q8_ggml ? m * K : 0);
+  std::vector<float> qscale4(q8_i8 || q8_ggml ? m * K / 4 : 0), xsum16(q8_ggml ? m * K / 16 : 0);
   for (int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * K;
     xr[i] = {xi, nullptr, nullptr, K};
@@ -149,10 +188,16 @@ void gemv(const float* x, int64_t m, const WeightRows& w, const float* bias, flo
       xr[i].q_u8 = xu.data() + i * K;
       xr[i].q_scale4 = qscale4.data() + i * K / 4;
     }
+    if (q8_ggml) {
+      quantize_x_s8(xi, K, xs.data() + i * K, qscale4.data() + i * K / 4, xsum16.data() + i * K / 16);
+      xr[i].q_s8 = xs.data() + i * K;
+      xr[i].q_scale4 = qscale4.data() + i * K / 4;
+      xr[i].q_xsum16 = xsum16.data() + i * K / 16;
+    }
   }
   // Rows per chunk: enough to amortise the call, few enough to balance threads.
   parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
-    std::vector<float> scratch(is_ggml(w.dtype) ? K : 0);
+    std::vector<float> scratch(is_ggml(w.dtype) && !q8_ggml ? K : 0);
     auto one = [&](int64_t n) {
       for (int64_t i = 0; i < m; ++i)
         y[i * N + n] = dot_row(kern, w, n, xr[i], scratch.data()) + (bias ? bias[n] : 0.f);

@@ -145,9 +145,14 @@ void check_case(const Case& c, bool with_bias, uint32_t seed) {
   // int8/int4 GEMV with VNNI quantizes x to int8 per block of 32 (scale s = max|x|/127): each x moves
   // by at most s/2, so the result moves by at most Σ|w|·s/2 over each block.
   const int64_t group = c.group ? c.group : c.k;
-  const bool q8_x = c.m <= 4 && has_avx512_vnni() &&
+  // The same holds for bfp16 GEMV with VBMI (K % 64 == 0) and for the GGML GEMVs on AVX2 and AVX-512.
+  const bool ggml = c.dtype == DType::Q8_0 || c.dtype == DType::Q4_0 || c.dtype == DType::Q4_K ||
+                    c.dtype == DType::Q5_K || c.dtype == DType::Q6_K;
+  const bool q8_x = c.m <= 4 && ((has_avx512_vnni() &&
                     ((c.dtype == DType::I4 && c.k % 128 == 0 && group % 128 == 0) ||
-                     (c.dtype == DType::I8 && c.k % 64 == 0 && group % 64 == 0));
+                     (c.dtype == DType::I8 && c.k % 64 == 0 && group % 64 == 0) ||
+                     (c.dtype == DType::BFP16 && c.k % 64 == 0 && __builtin_cpu_supports("avx512vbmi")))) ||
+                    (ggml && active_isa() >= Isa::Avx2));
   for (int64_t i = 0; i < c.m; ++i)
     for (int64_t j = 0; j < c.n; ++j) {
       double ref = with_bias ? bv[j] : 0.0, mag = std::fabs(ref), qerr = 0;
@@ -163,7 +168,9 @@ void check_case(const Case& c, bool with_bias, uint32_t seed) {
       }
       const double got = y.data<float>()[i * c.n + j];
       ASSERT_NEAR(got, ref, rel * mag + qerr + 1e-6) << describe(c) << " at y[" << i << ", " << j << "]";
-      if (q8_x) EXPECT_GT(std::fabs(got - ref), 1e-7);  // the quantized path really ran
+      if (q8_x) {
+        EXPECT_GT(std::fabs(got - ref), 1e-7);  // the quantized path really ran
+      }
     }
 }
 
@@ -213,8 +220,9 @@ TEST(Matmul, Int4PerGroup) { check_dtype(DType::I4, {4, 36, 300}, 2); }  // grou
 TEST(Matmul, Int4PerChannel) { check_dtype(DType::I4, {14, 300}); }
 TEST(Matmul, Int4Vnni) { check_dtype(DType::I4, {256, 384}); check_dtype(DType::I4, {256}, 2); }
 TEST(Matmul, Bfp16) { check_dtype(DType::BFP16, {8, 72, 264}); }
+TEST(Matmul, Bfp16Vnni) { check_dtype(DType::BFP16, {64, 320}); }  // 320: one 128-step and a 64 tail
 TEST(Matmul, Q8_0) { check_dtype(DType::Q8_0, {32, 288}); }
-TEST(Matmul, Q4_0) { check_dtype(DType::Q4_0, {32, 288}); }
+TEST(Matmul, Q4_0) { check_dtype(DType::Q4_0, {32, 288}); }  // 288: 9 blocks, odd tails
 TEST(Matmul, Q4_K) { check_dtype(DType::Q4_K, {256, 512}); }
 TEST(Matmul, Q5_K) { check_dtype(DType::Q5_K, {256, 512}); }
 TEST(Matmul, Q6_K) { check_dtype(DType::Q6_K, {256, 512}); }
