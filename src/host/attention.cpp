@@ -95,54 +95,51 @@ Tensor gather_head(const float* x, int64_t H, int64_t C, int64_t h, int64_t r0, 
   return out;
 }
 
-// Per kv head and block of query rows: scores = Q Kᵀ and out = P V as GEMMs over the keys any
-// row of the block can see; the per-row visibility, cap and mask are applied in between.
+// Per (query head, block of query rows): scores = Q Kᵀ and out = P V as GEMMs over the keys any
+// row of the block can see; the per-row visibility, cap and mask are applied in between. All
+// items run in ONE parallel region, and the GEMMs and softmax inside it run on the calling thread
+// (nested OpenMP regions are inactive): a region per GEMM cost 3 fork/joins per head and block,
+// ~430 per MiniLM sequence, which dominated encoder attention on 2 threads (profile in
+// docs/benchmarks-embeddings.md).
 void attention_gemm(const Problem& a) {
   const int64_t rows = std::clamp<int64_t>(kScoreBudget / std::max<int64_t>(a.S, 1), 1, kBlockRows);
-  for (int64_t kh = 0; kh < a.Hkv; ++kh) {
-    const Tensor keys = gather_head(a.k, a.Hkv, a.D, kh, 0, a.S);  // [S, D]
-    for (int64_t t0 = 0; t0 < a.T; t0 += rows) {
+  const int64_t blocks = (a.T + rows - 1) / rows;
+  parallel_for(a.Hq * blocks, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t it = i0; it < i1; ++it) {
+      const int64_t h = it / blocks, kh = h / a.group, t0 = (it % blocks) * rows;
       const int64_t t1 = std::min(a.T, t0 + rows), n = t1 - t0;
       int64_t lo = a.S, hi = 0;  // union of the rows' visible ranges
       for (int64_t t = t0; t < t1; ++t) {
-        int64_t l, h;
-        a.visible(t, l, h);
-        if (l < h) lo = std::min(lo, l), hi = std::max(hi, h);
+        int64_t l, hh;
+        a.visible(t, l, hh);
+        if (l < hh) lo = std::min(lo, l), hi = std::max(hi, hh);
       }
-      // Values of the visible keys, transposed to [Dv, hi - lo]: matmul's weight layout.
-      Tensor vt;
-      if (lo < hi) {
-        vt = Tensor::empty({a.Dv, hi - lo});
+      if (lo >= hi) {  // no row of the block sees any key
+        for (int64_t t = t0; t < t1; ++t) std::fill_n(a.y + (t * a.Hq + h) * a.Dv, a.Dv, 0.0f);
+        continue;
+      }
+      const int64_t w = hi - lo;
+      const Tensor keys = gather_head(a.k, a.Hkv, a.D, kh, lo, hi);  // [w, D]
+      // Values of the visible keys, transposed to [Dv, w]: matmul's weight layout.
+      Tensor vt = Tensor::empty({a.Dv, w});
+      for (int64_t j = lo; j < hi; ++j)
+        for (int64_t d = 0; d < a.Dv; ++d)
+          vt.data<float>()[d * w + (j - lo)] = a.v[(j * a.Hkv + kh) * a.Dv + d];
+      const Tensor qb = gather_head(a.q, a.Hq, a.D, h, t0, t1);
+      Tensor scores = matmul(qb, keys);  // [n, w]
+      for (int64_t r = 0; r < n; ++r) {
+        float* s = scores.data<float>() + r * w;
+        int64_t l, hh;
+        a.visible(t0 + r, l, hh);
         for (int64_t j = lo; j < hi; ++j)
-          for (int64_t d = 0; d < a.Dv; ++d)
-            vt.data<float>()[d * (hi - lo) + (j - lo)] = a.v[(j * a.Hkv + kh) * a.Dv + d];
+          s[j - lo] = j >= l && j < hh ? a.logit(s[j - lo], t0 + r, j) : -std::numeric_limits<float>::infinity();
+        softmax_rows(s, 1, w);
       }
-      for (int64_t h = kh * a.group; h < (kh + 1) * a.group; ++h) {
-        if (lo >= hi) {  // no row of the block sees any key
-          for (int64_t t = t0; t < t1; ++t) std::fill_n(a.y + (t * a.Hq + h) * a.Dv, a.Dv, 0.0f);
-          continue;
-        }
-        const Tensor qb = gather_head(a.q, a.Hq, a.D, h, t0, t1);
-        Tensor scores = matmul(qb, keys.slice(0, lo, hi));  // [n, hi - lo]
-        const int64_t w = hi - lo;
-        parallel_for(n, std::max<int64_t>(1, 4096 / w), [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) {
-            float* s = scores.data<float>() + r * w;
-            int64_t l, hh;
-            a.visible(t0 + r, l, hh);
-            for (int64_t j = lo; j < hi; ++j)
-              s[j - lo] = j >= l && j < hh ? a.logit(s[j - lo], t0 + r, j)
-                                           : -std::numeric_limits<float>::infinity();
-            softmax_rows(s, 1, w);
-          }
-        });
-        const Tensor out = matmul(scores, vt);  // [n, Dv]
-        for (int64_t r = 0; r < n; ++r)
-          std::memcpy(a.y + ((t0 + r) * a.Hq + h) * a.Dv, out.data<float>() + r * a.Dv,
-                      a.Dv * sizeof(float));
-      }
+      const Tensor out = matmul(scores, vt);  // [n, Dv]
+      for (int64_t r = 0; r < n; ++r)
+        std::memcpy(a.y + ((t0 + r) * a.Hq + h) * a.Dv, out.data<float>() + r * a.Dv, a.Dv * sizeof(float));
     }
-  }
+  });
 }
 
 }  // namespace
