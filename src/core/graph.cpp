@@ -32,6 +32,12 @@ void Graph::set(ValueId v, Tensor t) {
 
 const Tensor& Graph::get(ValueId v) const { return values_.at(v).tensor; }
 
+void Graph::mark_output(ValueId v) {
+  if (v < 0 || v >= static_cast<ValueId>(values_.size()))
+    throw std::out_of_range("graph: output " + std::to_string(v) + " is not a value");
+  outputs_.push_back(v);
+}
+
 int RunReport::fallbacks() const {
   int n = 0;
   for (const auto& r : ops) n += r.fallback;
@@ -74,8 +80,17 @@ Executor::Executor(std::vector<Backend*> backends) : backends_(std::move(backend
 RunReport Executor::run(Graph& g) {
   RunReport report;
   auto& values = g.values();
+  const auto& nodes = g.nodes();
+  // With marked outputs: the last node reading each node result, so it can be freed after that.
+  std::vector<int> last_use(values.size(), -1);
+  if (!g.outputs().empty()) {
+    for (size_t i = 0; i < nodes.size(); ++i)
+      for (ValueId v : nodes[i].inputs) last_use[v] = static_cast<int>(i);
+    for (ValueId v : g.outputs()) last_use[v] = -1;
+  }
   std::vector<Tensor> args;
-  for (const Node& n : g.nodes()) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
     args.clear();
     for (ValueId v : n.inputs) {
       if (!values[v].tensor.defined())
@@ -100,6 +115,9 @@ RunReport Executor::run(Graph& g) {
     const auto t1 = std::chrono::steady_clock::now();
     report.ops.push_back({n.name, n.op, std::string(chosen->name()), fallback,
                           std::chrono::duration<double, std::milli>(t1 - t0).count()});
+    args.clear();  // drop our references first, so freeing below releases the memory
+    for (ValueId v : n.inputs)
+      if (last_use[v] == static_cast<int>(i) && values[v].producer >= 0) values[v].tensor = Tensor();
   }
   return report;
 }

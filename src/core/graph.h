@@ -35,6 +35,11 @@ class Graph {
   ValueId add(OpKind op, std::vector<ValueId> inputs, OpAttrs attrs = {}, std::string name = "");
   void set(ValueId v, Tensor t);  // bind an input before a run
   const Tensor& get(ValueId v) const;
+  // Marks v as a result the caller reads after the run. Once a graph has any marked output, the
+  // executor frees every other node result after its last consumer has run (peak memory, and
+  // fresh pages for every op otherwise); results nothing consumes are always kept.
+  void mark_output(ValueId v);
+  const std::vector<ValueId>& outputs() const { return outputs_; }
 
   const std::vector<Node>& nodes() const { return nodes_; }
   std::vector<Value>& values() { return values_; }
@@ -42,6 +47,7 @@ class Graph {
  private:
   std::vector<Node> nodes_;
   std::vector<Value> values_;
+  std::vector<ValueId> outputs_;
 };
 
 struct OpRecord {

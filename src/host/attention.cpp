@@ -87,12 +87,34 @@ void attention_rows(const Problem& a) {
   });
 }
 
-// Copies rows [r0, r1) of head h of x [R, H, C] into a packed [r1 - r0, C] tensor.
-Tensor gather_head(const float* x, int64_t H, int64_t C, int64_t h, int64_t r0, int64_t r1) {
+// Copies rows [r0, r1) of head h of x [R, H, C], times `mul`, into a packed [r1 - r0, C] tensor.
+Tensor gather_head(const float* x, int64_t H, int64_t C, int64_t h, int64_t r0, int64_t r1,
+                   float mul = 1.0f) {
   Tensor out = Tensor::empty({r1 - r0, C});
-  for (int64_t r = r0; r < r1; ++r)
-    std::memcpy(out.data<float>() + (r - r0) * C, x + (r * H + h) * C, C * sizeof(float));
+  float* o = out.data<float>();
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* src = x + (r * H + h) * C;
+    float* dst = o + (r - r0) * C;
+    if (mul == 1.0f)
+      std::memcpy(dst, src, C * sizeof(float));
+    else
+      for (int64_t c = 0; c < C; ++c) dst[c] = src[c] * mul;
+  }
   return out;
+}
+
+// Values of keys [lo, hi) of kv head kh of v [S, H, Dv], transposed to [Dv, hi - lo]: matmul's
+// weight layout. Tiles of 8 keys keep both the reads and the writes in few cache lines.
+Tensor transpose_values(const float* v, int64_t H, int64_t Dv, int64_t kh, int64_t lo, int64_t hi) {
+  const int64_t w = hi - lo;
+  Tensor vt = Tensor::empty({Dv, w});
+  float* o = vt.data<float>();
+  for (int64_t j0 = lo; j0 < hi; j0 += 8) {
+    const int64_t j1 = std::min(hi, j0 + 8);
+    for (int64_t d = 0; d < Dv; ++d)
+      for (int64_t j = j0; j < j1; ++j) o[d * w + (j - lo)] = v[(j * H + kh) * Dv + d];
+  }
+  return vt;
 }
 
 // Per (query head, block of query rows): scores = Q Kᵀ and out = P V as GEMMs over the keys any
@@ -120,19 +142,24 @@ void attention_gemm(const Problem& a) {
       }
       const int64_t w = hi - lo;
       const Tensor keys = gather_head(a.k, a.Hkv, a.D, kh, lo, hi);  // [w, D]
-      // Values of the visible keys, transposed to [Dv, w]: matmul's weight layout.
-      Tensor vt = Tensor::empty({a.Dv, w});
-      for (int64_t j = lo; j < hi; ++j)
-        for (int64_t d = 0; d < a.Dv; ++d)
-          vt.data<float>()[d * w + (j - lo)] = a.v[(j * a.Hkv + kh) * a.Dv + d];
-      const Tensor qb = gather_head(a.q, a.Hq, a.D, h, t0, t1);
+      const Tensor vt = transpose_values(a.v, a.Hkv, a.Dv, kh, lo, hi);  // [Dv, w]
+      // The logit scale is folded into the gathered queries: the scores come out scaled.
+      const Tensor qb = gather_head(a.q, a.Hq, a.D, h, t0, t1, a.scale);
       Tensor scores = matmul(qb, keys);  // [n, w]
+      const bool plain = a.p.softcap <= 0.0f && !a.mask;
       for (int64_t r = 0; r < n; ++r) {
         float* s = scores.data<float>() + r * w;
         int64_t l, hh;
         a.visible(t0 + r, l, hh);
-        for (int64_t j = lo; j < hi; ++j)
-          s[j - lo] = j >= l && j < hh ? a.logit(s[j - lo], t0 + r, j) : -std::numeric_limits<float>::infinity();
+        if (!plain || l > lo || hh < hi) {  // only rows with a cap, mask or hidden keys need work
+          const float* mrow = a.mask ? a.mask + (t0 + r) * a.S : nullptr;
+          for (int64_t j = lo; j < hi; ++j) {
+            float x = s[j - lo];
+            if (a.p.softcap > 0.0f) x = a.p.softcap * std::tanh(x / a.p.softcap);
+            if (mrow) x += mrow[j];
+            s[j - lo] = j >= l && j < hh ? x : -std::numeric_limits<float>::infinity();
+          }
+        }
         softmax_rows(s, 1, w);
       }
       const Tensor out = matmul(scores, vt);  // [n, Dv]

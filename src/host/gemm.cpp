@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cpu.h"
 #include "core/parallel.h"
 #include "host/gemm.h"
 
@@ -118,22 +119,32 @@ void pack_a_bf16(const IsaKernels& kern, const float* x, int64_t ldx, int64_t m0
 }
 
 void gemm_serial(const IsaKernels& kern, bool bf16, const float* x, int64_t ldx, const WeightRows& w,
-                 float* y, int64_t ldy, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+                 const PackedWeights* packed, float* y, int64_t ldy, int64_t m0, int64_t m1, int64_t n0,
+                 int64_t n1) {
   const int MR = bf16 ? kern.bf16_mr : kern.mr, NR = bf16 ? kern.bf16_nr : kern.nr;
   const int64_t K = w.cols, MC = MR * MC_PANELS, NC = NR * NC_PANELS, KC_W = kc_for(w.dtype);
   for (int64_t jc = n0; jc < n1; jc += NC) {
     const int64_t nc = std::min(NC, n1 - jc), nc_pad = (nc + NR - 1) / NR * NR;
     for (int64_t pc = 0; pc < K; pc += KC_W) {
       const int64_t kc = std::min(KC_W, K - pc), kp = (kc + 1) / 2;
-      float* bp = nullptr;
-      uint32_t* bp16 = nullptr;
-      if (bf16) {
-        bp16 = scratch(tls.b16, nc_pad * kp);
-        pack_b_bf16(NR, w, jc, nc, pc, kc, bp16);
+      const float* bp = nullptr;
+      const uint32_t* bp16 = nullptr;
+      if (packed) {
+        // Panel jc/NR of the pre-packed weights, at k = pc; panels are K (or ⌈K/2⌉ pairs) deep.
+        const int64_t panel = jc / NR;
+        if (bf16) bp16 = packed->pairs() + panel * ((K + 1) / 2) * NR + (pc / 2) * NR;
+        else bp = packed->f32() + panel * K * NR + pc * NR;
+      } else if (bf16) {
+        uint32_t* b = scratch(tls.b16, nc_pad * kp);
+        pack_b_bf16(NR, w, jc, nc, pc, kc, b);
+        bp16 = b;
       } else {
-        bp = scratch(tls.b, nc_pad * kc);
-        pack_b_f32(kern, w, jc, nc, pc, kc, bp);
+        float* b = scratch(tls.b, nc_pad * kc);
+        pack_b_f32(kern, w, jc, nc, pc, kc, b);
+        bp = b;
       }
+      // Distance between NR-row panels: the KC slice (per-call packing) or all of K (pre-packed).
+      const int64_t bstride = packed ? (bf16 ? (K + 1) / 2 : K) : (bf16 ? kp : kc);
       for (int64_t ic = m0; ic < m1; ic += MC) {
         const int64_t mc = std::min(MC, m1 - ic), mc_pad = (mc + MR - 1) / MR * MR;
         if (bf16) {
@@ -141,14 +152,14 @@ void gemm_serial(const IsaKernels& kern, bool bf16, const float* x, int64_t ldx,
           pack_a_bf16(kern, x, ldx, ic, mc, pc, kc, ap);
           for (int64_t jr = 0; jr < nc; jr += NR)
             for (int64_t ir = 0; ir < mc; ir += MR)
-              kern.bf16gemm(kp, ap + ir * kp, bp16 + jr * kp, y + (ic + ir) * ldy + jc + jr, ldy,
+              kern.bf16gemm(kp, ap + ir * kp, bp16 + jr * bstride, y + (ic + ir) * ldy + jc + jr, ldy,
                             std::min<int64_t>(MR, mc - ir), std::min<int64_t>(NR, nc - jr), pc > 0);
         } else {
           float* ap = scratch(tls.a, mc_pad * kc);
           pack_a_f32(MR, x, ldx, ic, mc, pc, kc, ap);
           for (int64_t jr = 0; jr < nc; jr += NR)
             for (int64_t ir = 0; ir < mc; ir += MR)
-              kern.sgemm(kc, ap + ir * kc, bp + jr * kc, y + (ic + ir) * ldy + jc + jr, ldy,
+              kern.sgemm(kc, ap + ir * kc, bp + jr * bstride, y + (ic + ir) * ldy + jc + jr, ldy,
                          std::min<int64_t>(MR, mc - ir), std::min<int64_t>(NR, nc - jr), pc > 0);
         }
       }
@@ -158,7 +169,40 @@ void gemm_serial(const IsaKernels& kern, bool bf16, const float* x, int64_t ldx,
 
 }  // namespace
 
-void gemm(const float* x, int64_t ldx, const WeightRows& w, float* y, int64_t ldy, int64_t m) {
+bool use_i8_vnni_gemm(const WeightRows& w) {
+  return w.dtype == DType::I8 && w.group == w.cols && w.cols < 65536 && active_isa() == Isa::Avx512 &&
+         has_avx512_vnni();
+}
+
+std::shared_ptr<const PackedWeights> pack_weights(const WeightRows& w) {
+  const IsaKernels& kern = active_kernels();
+  auto p = std::make_shared<PackedWeights>();
+  p->rows = w.rows;
+  p->cols = w.cols;
+  if (use_i8_vnni_gemm(w)) {
+    pack_weights_i8(w, *p);
+    return p;
+  }
+  p->bf16 = w.dtype == DType::BF16 && kern.bf16gemm != nullptr;
+  p->rows = w.rows;
+  p->cols = w.cols;
+  const int64_t NR = p->bf16 ? kern.bf16_nr : kern.nr, K = w.cols;
+  p->nr = static_cast<int>(NR);
+  const int64_t panels = (w.rows + NR - 1) / NR;
+  const int64_t depth = p->bf16 ? (K + 1) / 2 : K;  // 4-byte elements per panel column
+  p->storage = std::make_unique<HeapBuffer>(static_cast<size_t>(panels * NR * depth) * 4);
+  auto* f32 = reinterpret_cast<float*>(p->storage->data());
+  auto* pairs = reinterpret_cast<uint32_t*>(p->storage->data());
+  parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
+    const int64_t n0 = p0 * NR, nc = std::min(p1 * NR, w.rows) - n0;
+    if (p->bf16) pack_b_bf16(static_cast<int>(NR), w, n0, nc, 0, K, pairs + n0 * depth);
+    else pack_b_f32(kern, w, n0, nc, 0, K, f32 + n0 * depth);
+  });
+  return p;
+}
+
+void gemm(const float* x, int64_t ldx, const WeightRows& w, float* y, int64_t ldy, int64_t m,
+          const PackedWeights* packed) {
   const IsaKernels& kern = active_kernels();
   const int64_t N = w.rows;
   if (m == 0 || N == 0) return;
@@ -167,12 +211,23 @@ void gemm(const float* x, int64_t ldx, const WeightRows& w, float* y, int64_t ld
     return;
   }
   const bool bf16 = w.dtype == DType::BF16 && kern.bf16gemm != nullptr;
+  if (packed && packed->i8 && use_i8_vnni_gemm(w) && packed->rows == N && packed->cols == w.cols) {
+    gemm_i8_vnni(x, ldx, m, *packed, y, ldy);
+    return;
+  }
   const int64_t MR = bf16 ? kern.bf16_mr : kern.mr, NR = bf16 ? kern.bf16_nr : kern.nr;
+  // Packed for another ISA (the test switches) or other weights: pack per call instead.
+  if (packed && (packed->i8 || packed->bf16 != bf16 || packed->nr != NR || packed->rows != N || packed->cols != w.cols))
+    packed = nullptr;
+  if (2 * m * N * w.cols < kGemmSerialFlops) {
+    gemm_serial(kern, bf16, x, ldx, w, packed, y, ldy, 0, m, 0, N);
+    return;
+  }
   // Split the side with more tiles; chunks are whole tiles so threads never share one.
   if ((N + NR - 1) / NR >= (m + MR - 1) / MR) {
-    parallel_for(N, NR, [&](int64_t n0, int64_t n1) { gemm_serial(kern, bf16, x, ldx, w, y, ldy, 0, m, n0, n1); });
+    parallel_for(N, NR, [&](int64_t n0, int64_t n1) { gemm_serial(kern, bf16, x, ldx, w, packed, y, ldy, 0, m, n0, n1); });
   } else {
-    parallel_for(m, MR, [&](int64_t m0, int64_t m1) { gemm_serial(kern, bf16, x, ldx, w, y, ldy, m0, m1, 0, N); });
+    parallel_for(m, MR, [&](int64_t m0, int64_t m1) { gemm_serial(kern, bf16, x, ldx, w, packed, y, ldy, m0, m1, 0, N); });
   }
 }
 

@@ -2,8 +2,12 @@
 // (gemm_scalar.cpp, gemm_avx2.cpp, gemm_avx512.cpp). Not part of the public API.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <vector>
 
+#include "core/buffer.h"
 #include "core/dtype.h"
+#include "core/tensor.h"
 
 namespace xdna::host {
 
@@ -113,7 +117,46 @@ const float* bfp16_scale_table();
 void dequant_range(const IsaKernels& kern, const WeightRows& w, int64_t n, int64_t k0,
                    int64_t len, float* out);
 
-// y[M, N] = x[M, K] · wᵀ, row strides ldx / ldy; blocked, packed, multi-threaded.
-void gemm(const float* x, int64_t ldx, const WeightRows& w, float* y, int64_t ldy, int64_t m);
+// A whole weight matrix packed once for the GEMM microkernel: NR-row panels over all of K,
+// panel p at p·K·NR floats (f32 kernel) or p·⌈K/2⌉·NR bf16 pairs (bf16 kernel). A KC slice of a
+// panel is then exactly what the per-call packing would produce, so results are bit-identical.
+struct PackedWeights {
+  bool bf16 = false;  // packed as bf16 pairs for the vdpbf16ps kernel
+  int nr = 0;         // panel width (the ISA's microkernel NR)
+  // int8 per-channel weights for the VNNI GEMM (gemm_i8_avx512.cpp): panels of 32 columns ×
+  // ⌈K/4⌉ k-quads × 4 bytes, with each column's Σw (the u8-offset correction) and scale.
+  bool i8 = false;
+  int64_t kquads = 0;
+  std::vector<int32_t> colsum;
+  std::vector<float> col_scale;
+  int64_t rows = 0, cols = 0;
+  std::unique_ptr<HeapBuffer> storage;  // 64-byte aligned (the microkernels' aligned loads)
+  const float* f32() const { return reinterpret_cast<const float*>(storage->data()); }
+  const uint32_t* pairs() const { return reinterpret_cast<const uint32_t*>(storage->data()); }
+  size_t bytes() const { return storage ? storage->size() : 0; }
+};
+std::shared_ptr<const PackedWeights> pack_weights(const WeightRows& w);
+
+// int8 weights with per-channel scales go to the VNNI GEMM (AVX-512 VNNI only).
+bool use_i8_vnni_gemm(const WeightRows& w);
+void pack_weights_i8(const WeightRows& w, PackedWeights& p);
+void gemm_i8_vnni(const float* x, int64_t ldx, int64_t m, const PackedWeights& p, float* y, int64_t ldy);
+
+// y[M, N] = x[M, K] · wᵀ, row strides ldx / ldy; blocked, packed, multi-threaded. `packed`
+// (optional) is pack_weights(w): the weight panels are then read from it instead of re-packed.
+void gemm(const float* x, int64_t ldx, const WeightRows& w, float* y, int64_t ldy, int64_t m,
+          const PackedWeights* packed = nullptr);
+
+// Below this many flops (2·M·N·K) a GEMM runs on the calling thread: splitting it costs more in
+// fork/join than the second core gives back. Measured (best of 400, both cores free, Zen 4):
+// 8x128x256 (0.5 MFLOP) 9.8 us on one thread vs 8.6 on two; 16x384x384 (4.7 MFLOP) 80 vs 47.
+constexpr int64_t kGemmSerialFlops = int64_t{1} << 20;
+
+// Packed-weight cache for constant (read-only, mapped) weights, keyed by buffer, offset, dtype
+// and shape. Entries hold the weight buffer, so its address cannot be reused while cached.
+// Bounded by XDNA_PACK_CACHE_MB (default 1024 MiB); weights past the bound are packed per call.
+std::shared_ptr<const PackedWeights> cached_packed_weights(const Tensor& w, const WeightRows& wr);
+void clear_packed_weight_cache();
+size_t packed_weight_cache_bytes();
 
 }  // namespace xdna::host

@@ -239,7 +239,11 @@ void matmul(const Tensor& x_in, const Tensor& w, const Tensor* bias, Tensor& y) 
     gemv(xp, M, wr, bp, yp);
     return;
   }
-  gemm(xp, K, wr, yp, N, M);
+  // Constant weights are packed once (bit-identical to packing per call).
+  // int8 per-channel weights on VNNI always run the int8 GEMM (packed per call if not cached).
+  auto packed = cached_packed_weights(w, wr);
+  if (!packed && use_i8_vnni_gemm(wr)) packed = pack_weights(wr);
+  gemm(xp, K, wr, yp, N, M, packed.get());
   if (bp) {
     parallel_for(M, 64, [&](int64_t m0, int64_t m1) {
       for (int64_t i = m0; i < m1; ++i)

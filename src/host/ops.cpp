@@ -7,9 +7,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/cpu.h"
 #include "core/numeric.h"
 #include "core/parallel.h"
 #include "host/ops_math.h"
+#include "host/ops_simd.h"
 
 namespace xdna::host {
 
@@ -102,37 +104,50 @@ Tensor scale(const Tensor& x, float s) {
   return unary("scale", x, [s](float v) { return v * s; });
 }
 
-Tensor gelu(const Tensor& x) {
-  return unary("gelu", x, [](float v) { return 0.5f * v * (1.0f + erf_approx(v * 0.70710678118654752f)); });
+// ---- portable row kernels (the AVX2 / AVX-512 ones are in ops_avx2.cpp / ops_avx512.cpp) ------
+
+static float gelu_one(float v) { return 0.5f * v * (1.0f + erf_approx(v * 0.70710678118654752f)); }
+static float gelu_tanh_one(float v) {
+  const float k = 0.79788456080286536f;  // sqrt(2 / pi)
+  // 1 + tanh(u) = 2 / (1 + e^(-2u)), so the tanh costs one vectorizable exp.
+  const float u = k * (v + 0.044715f * v * v * v);
+  return v / (1.0f + exp_approx(-2.0f * u));
 }
-Tensor gelu_tanh(const Tensor& x) {
-  return unary("gelu_tanh", x, [](float v) {
-    const float k = 0.79788456080286536f;  // sqrt(2 / pi)
-    // 1 + tanh(u) = 2 / (1 + e^(-2u)), so the tanh costs one vectorizable exp.
-    const float u = k * (v + 0.044715f * v * v * v);
-    return v / (1.0f + exp_approx(-2.0f * u));
-  });
+static float silu_one(float v) { return v / (1.0f + exp_approx(-v)); }
+
+// Lambdas, not the function pointers: each map1 instance then inlines its function and vectorizes.
+static void gelu_portable(const float* x, float* y, int64_t n) {
+  map1(x, y, n, [](float v) { return gelu_one(v); });
 }
-Tensor silu(const Tensor& x) {
-  return unary("silu", x, [](float v) { return v / (1.0f + exp_approx(-v)); });
+static void gelu_tanh_portable(const float* x, float* y, int64_t n) {
+  map1(x, y, n, [](float v) { return gelu_tanh_one(v); });
 }
-Tensor relu(const Tensor& x) {
-  return unary("relu", x, [](float v) { return v > 0.0f ? v : 0.0f; });
+static void silu_portable(const float* x, float* y, int64_t n) {
+  map1(x, y, n, [](float v) { return silu_one(v); });
 }
 
-// ---- norms ---------------------------------------------------------------------------------------
-
-// Checks a per-channel parameter against the last dimension and returns it as packed f32.
-static Tensor channel_param(const char* op, const char* what, const Tensor& p, const Tensor& x) {
-  if (!p.defined() || p.numel() != x.dim(-1) || p.ndim() != 1)
-    bad_shape(op, std::string(what) + " " + (p.defined() ? shape_str(p.shape()) : "undefined") +
-                      " does not match input " + shape_str(x.shape()));
-  return to_f32(p);
+static void softmax_row_portable(float* row, int64_t d) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float mx = kNegInf;
+#pragma omp simd reduction(max : mx)
+  for (int64_t i = 0; i < d; ++i) mx = std::max(mx, row[i]);
+  if (mx == kNegInf) {  // fully masked: no key is visible, so no probability mass
+    std::fill(row, row + d, 0.0f);
+    return;
+  }
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < d; ++i) {
+    row[i] = exp_approx(row[i] - mx);
+    sum += row[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < d; ++i) row[i] *= inv;
 }
 
 // One row of d values. Sums in double and two passes: exact enough even when |mean| >> std.
-static void layer_norm_row(const float* x, const float* w, const float* b, float* y, int64_t d,
-                           float eps) {
+static void layer_norm_row_portable(const float* x, const float* w, const float* b, float* y,
+                                    int64_t d, float eps) {
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t i = 0; i < d; ++i) sum += x[i];
@@ -147,13 +162,56 @@ static void layer_norm_row(const float* x, const float* w, const float* b, float
     for (int64_t i = 0; i < d; ++i) y[i] = (x[i] - mean) * inv * w[i];
 }
 
-static void rms_norm_row(const float* x, const float* w, float* y, int64_t d, float eps,
-                         float offset) {
+static void rms_norm_row_portable(const float* x, const float* w, float* y, int64_t d, float eps,
+                                  float offset) {
   double ss = 0.0;
 #pragma omp simd reduction(+ : ss)
   for (int64_t i = 0; i < d; ++i) ss += double(x[i]) * double(x[i]);
   const float inv = float(1.0 / std::sqrt(ss / double(d) + eps));
   for (int64_t i = 0; i < d; ++i) y[i] = x[i] * inv * (offset + w[i]);
+}
+
+static const RowKernels kRowKernelsPortable{gelu_portable,         gelu_tanh_portable,
+                                            silu_portable,         softmax_row_portable,
+                                            layer_norm_row_portable, rms_norm_row_portable};
+
+// The kernel set for the active instruction set (force_isa may change it between calls).
+static const RowKernels& row_kernels() {
+  switch (active_isa()) {
+    case Isa::Avx512: return kRowKernelsAvx512;
+    case Isa::Avx2: return kRowKernelsAvx2;
+    default: return kRowKernelsPortable;
+  }
+}
+
+// Applies a row kernel to x over the flat range, split across threads.
+static Tensor unary_rows(const char* op, const Tensor& x_in,
+                         void (*kernel)(const float*, float*, int64_t)) {
+  const Tensor x = packed_f32(op, x_in);
+  Tensor y = Tensor::empty(x.shape());
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+  parallel_for(x.numel(), kGrainElems, [&](int64_t i0, int64_t i1) {
+    kernel(px + i0, py + i0, i1 - i0);
+  });
+  return y;
+}
+
+Tensor gelu(const Tensor& x) { return unary_rows("gelu", x, row_kernels().gelu); }
+Tensor gelu_tanh(const Tensor& x) { return unary_rows("gelu_tanh", x, row_kernels().gelu_tanh); }
+Tensor silu(const Tensor& x) { return unary_rows("silu", x, row_kernels().silu); }
+Tensor relu(const Tensor& x) {
+  return unary("relu", x, [](float v) { return v > 0.0f ? v : 0.0f; });
+}
+
+// ---- norms ---------------------------------------------------------------------------------------
+
+// Checks a per-channel parameter against the last dimension and returns it as packed f32.
+static Tensor channel_param(const char* op, const char* what, const Tensor& p, const Tensor& x) {
+  if (!p.defined() || p.numel() != x.dim(-1) || p.ndim() != 1)
+    bad_shape(op, std::string(what) + " " + (p.defined() ? shape_str(p.shape()) : "undefined") +
+                      " does not match input " + shape_str(x.shape()));
+  return to_f32(p);
 }
 
 Tensor layer_norm(const Tensor& x_in, const Tensor& w_in, const Tensor* b_in, float eps) {
@@ -165,6 +223,7 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& w_in, const Tensor* b_in, fl
   Tensor y = Tensor::empty(x.shape());
   const float* pw = w.data<float>();
   const float* pb = b.defined() ? b.data<float>() : nullptr;
+  const auto layer_norm_row = row_kernels().layer_norm_row;
   parallel_for(rows, row_grain(d), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       layer_norm_row(x.data<float>() + r * d, pw, pb, y.data<float>() + r * d, d, eps);
@@ -179,6 +238,7 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& w_in, float eps, float offset)
   const int64_t d = x.dim(-1), rows = d ? x.numel() / d : 0;
   Tensor y = Tensor::empty(x.shape());
   const float* pw = w.data<float>();
+  const auto rms_norm_row = row_kernels().rms_norm_row;
   parallel_for(rows, row_grain(d), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       rms_norm_row(x.data<float>() + r * d, pw, y.data<float>() + r * d, d, eps, offset);
@@ -189,25 +249,8 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& w_in, float eps, float offset)
 // ---- softmax -------------------------------------------------------------------------------------
 
 void softmax_rows(float* x, int64_t n, int64_t d) {
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  for (int64_t r = 0; r < n; ++r) {
-    float* row = x + r * d;
-    float mx = kNegInf;
-#pragma omp simd reduction(max : mx)
-    for (int64_t i = 0; i < d; ++i) mx = std::max(mx, row[i]);
-    if (mx == kNegInf) {  // fully masked: no key is visible, so no probability mass
-      std::fill(row, row + d, 0.0f);
-      continue;
-    }
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < d; ++i) {
-      row[i] = exp_approx(row[i] - mx);
-      sum += row[i];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t i = 0; i < d; ++i) row[i] *= inv;
-  }
+  const auto softmax_row = row_kernels().softmax_row;
+  for (int64_t r = 0; r < n; ++r) softmax_row(x + r * d, d);
 }
 
 Tensor softmax(const Tensor& x_in) {

@@ -342,6 +342,7 @@ EncoderGraph Encoder::lower(const std::vector<std::vector<int32_t>>& ids,
     x = bld.layer_norm(x, w_.final_norm, w_.final_norm_b, s.norm_eps, "final_norm");
 
   out.output = x;
+  bld.g.mark_output(x);  // everything else is freed as soon as its last reader has run
   out.graph = std::move(bld.g);
   return out;
 }

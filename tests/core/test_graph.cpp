@@ -151,3 +151,24 @@ TEST(Graph, NoCapableBackendThrows) {
 }
 
 }  // namespace
+
+TEST(Graph, MarkedOutputsFreeIntermediatesAfterTheirLastUse) {
+  Mlp m;
+  const ValueId sum = m.g.nodes()[1].output, proj = m.g.nodes()[0].output;
+  FakeBackend cpu("cpu", kAll);
+  Executor({&cpu}).run(m.g);  // nothing marked: every value is kept
+  EXPECT_TRUE(m.g.get(proj).defined());
+  EXPECT_TRUE(m.g.get(sum).defined());
+  m.g.mark_output(m.y);
+  Executor({&cpu}).run(m.g);
+  EXPECT_FALSE(m.g.get(proj).defined());
+  EXPECT_FALSE(m.g.get(sum).defined());
+  EXPECT_TRUE(m.g.get(m.x).defined());  // inputs and constants stay bound for the next run
+  EXPECT_FLOAT_EQ(m.g.get(m.y).to_vector()[0], silu(1.5f));
+  // A marked intermediate is kept even though a later node consumed it.
+  m.g.mark_output(sum);
+  Executor({&cpu}).run(m.g);
+  EXPECT_FALSE(m.g.get(proj).defined());
+  EXPECT_FLOAT_EQ(m.g.get(sum).to_vector()[0], 1.5f);
+  EXPECT_THROW(m.g.mark_output(99), std::out_of_range);
+}

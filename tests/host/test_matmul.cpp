@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -13,6 +14,7 @@
 #include "core/cpu.h"
 #include "core/parallel.h"
 #include "core/numeric.h"
+#include "host/gemm.h"
 #include "host/matmul.h"
 
 using namespace xdna;
@@ -153,6 +155,10 @@ void check_case(const Case& c, bool with_bias, uint32_t seed) {
                      (c.dtype == DType::I8 && c.k % 64 == 0 && group % 64 == 0) ||
                      (c.dtype == DType::BFP16 && c.k % 64 == 0 && __builtin_cpu_supports("avx512vbmi")))) ||
                     (ggml && active_isa() >= Isa::Avx2));
+  // int8 per-channel GEMM on AVX-512 VNNI quantizes each x row as a whole (s = max|x row|/127).
+  const bool q8_rows = c.m > 4 && c.dtype == DType::I8 && group == c.k && active_isa() == Isa::Avx512 &&
+                       has_avx512_vnni();
+  double max_diff = 0;
   for (int64_t i = 0; i < c.m; ++i)
     for (int64_t j = 0; j < c.n; ++j) {
       double ref = with_bias ? bv[j] : 0.0, mag = std::fabs(ref), qerr = 0;
@@ -165,13 +171,21 @@ void check_case(const Case& c, bool with_bias, uint32_t seed) {
           for (int64_t b = k / 32 * 32; b < k / 32 * 32 + 32; ++b) amax = std::max(amax, std::fabs(xv[i * c.k + b]));
           qerr += std::fabs(w.deq[j * c.k + k]) * amax / 127 / 2;
         }
+        if (q8_rows) {
+          float amax = 0;
+          for (int64_t b = 0; b < c.k; ++b) amax = std::max(amax, std::fabs(xv[i * c.k + b]));
+          qerr += std::fabs(w.deq[j * c.k + k]) * amax / 127 / 2;
+        }
       }
       const double got = y.data<float>()[i * c.n + j];
       ASSERT_NEAR(got, ref, rel * mag + qerr + 1e-6) << describe(c) << " at y[" << i << ", " << j << "]";
+      max_diff = std::max(max_diff, std::fabs(got - ref));
       if (q8_x) {
         EXPECT_GT(std::fabs(got - ref), 1e-7);  // the quantized path really ran
       }
     }
+  // The row-quantized GEMM really ran (with K this long some x value is rounded).
+  if (q8_rows && c.k >= 32) EXPECT_GT(max_diff, 1e-6) << describe(c);
 }
 
 std::vector<Isa> available_isas() {
@@ -239,10 +253,12 @@ TEST(Matmul, F32SpansCacheBlocks) {
 
 TEST(Matmul, SingleThreadMatchesThreaded) {
   std::mt19937 rng(3);
-  Weights w = make_weights(DType::F32, 70, 50, 50, rng);
-  std::vector<float> xv(20 * 50);
+  // 2·M·N·K above host::kGemmSerialFlops, so the threaded run really splits.
+  Weights w = make_weights(DType::F32, 270, 300, 300, rng);
+  std::vector<float> xv(60 * 300);
+  ASSERT_GE(2 * 60 * 270 * 300, host::kGemmSerialFlops);
   for (auto& v : xv) v = static_cast<float>(rng() % 100) / 50.f - 1.f;
-  Tensor x = Tensor::from_vector({20, 50}, xv);
+  Tensor x = Tensor::from_vector({60, 300}, xv);
   const int before = num_threads();
   set_num_threads(1);
   const std::vector<float> one = host::matmul(x, w.w).to_vector();
@@ -250,6 +266,75 @@ TEST(Matmul, SingleThreadMatchesThreaded) {
   const std::vector<float> many = host::matmul(x, w.w).to_vector();
   set_num_threads(before);
   EXPECT_EQ(one, many);  // threads split whole tiles: identical arithmetic
+}
+
+// The weights (and int8 scales) written to a file and mapped read-only, as checkpoints are.
+Tensor mapped_copy(const Tensor& w, const std::string& name) {
+  const std::string path = ::testing::TempDir() + "xdna_pack_cache_" + name;
+  const Tensor sc = w.scales() ? *w.scales() : Tensor();
+  const size_t wbytes = static_cast<size_t>(w.nbytes()), sc_off = (wbytes + 63) / 64 * 64;
+  std::vector<char> bytes(sc_off + (sc.defined() ? sc.nbytes() : 0));
+  std::memcpy(bytes.data(), w.raw(), wbytes);
+  if (sc.defined()) std::memcpy(bytes.data() + sc_off, sc.raw(), sc.nbytes());
+  FILE* f = std::fopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr);
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+  auto file = std::make_shared<MappedFile>(path);
+  std::remove(path.c_str());  // the mapping stays valid
+  Tensor m = Tensor::view(file, 0, w.shape(), w.dtype());
+  if (sc.defined()) m.set_scales(Tensor::view(file, sc_off, sc.shape(), DType::F32), w.group_size());
+  return m;
+}
+
+// Mapped (read-only) weights are packed once and cached; results stay bit-identical to packing
+// per call (heap weights are never cached), on every ISA, for the f32 and bf16 kernels.
+TEST(Matmul, PackedWeightCacheIsBitIdentical) {
+  for_each_isa([] {
+    // int8 per channel (group 544) takes the VNNI GEMM on AVX-512, per group (136) the f32 one.
+    const std::pair<DType, int64_t> cases[] = {
+        {DType::F32, 544}, {DType::BF16, 544}, {DType::I8, 136}, {DType::I8, 544}, {DType::Q4_0, 544}};
+    for (auto [t, group] : cases) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " group " + std::to_string(group));
+      host::clear_packed_weight_cache();
+      std::mt19937 rng(11);
+      Weights w = make_weights(t, 45, 544, group, rng);  // 544: KC tails
+      std::vector<float> xv(37 * 544);
+      std::uniform_real_distribution<float> uni(-1.f, 1.f);
+      for (auto& v : xv) v = uni(rng);
+      Tensor x = Tensor::from_vector({37, 544}, xv);
+      const std::vector<float> heap = host::matmul(x, w.w).to_vector();
+      EXPECT_EQ(host::packed_weight_cache_bytes(), 0u);  // writable weights: not cached
+      Tensor mw = mapped_copy(w.w, std::string(dtype_name(t)) + std::to_string(group));
+      EXPECT_EQ(host::matmul(x, mw).to_vector(), heap);  // packs and caches
+      const size_t cached = host::packed_weight_cache_bytes();
+      EXPECT_GE(cached, 45u * 544);
+      EXPECT_EQ(host::matmul(x, mw).to_vector(), heap);  // from the cache
+      EXPECT_EQ(host::packed_weight_cache_bytes(), cached);
+      // A view at another offset (rows 5..44) is other weights: its own entry, still exact.
+      const std::vector<float> tail = host::matmul(x, w.w.slice(0, 5, 45)).to_vector();
+      EXPECT_EQ(host::matmul(x, mw.slice(0, 5, 45)).to_vector(), tail);
+      EXPECT_GT(host::packed_weight_cache_bytes(), cached);
+    }
+    host::clear_packed_weight_cache();
+  });
+}
+
+// A cache entry holds the weight buffer: after the tensor is dropped, a new buffer cannot take
+// its address while the entry exists, so the entry can never serve the wrong weights.
+TEST(Matmul, PackedWeightCacheHoldsTheBuffer) {
+  host::clear_packed_weight_cache();
+  std::mt19937 rng(12);
+  Weights w = make_weights(DType::F32, 40, 96, 96, rng);
+  Tensor x = Tensor::from_vector({16, 96}, std::vector<float>(16 * 96, 0.5f));
+  Tensor mw = mapped_copy(w.w, "hold");
+  std::weak_ptr<Buffer> alive = mw.buffer();
+  host::matmul(x, mw);
+  mw = Tensor();
+  EXPECT_FALSE(alive.expired());  // the cache keeps the mapping
+  host::clear_packed_weight_cache();
+  EXPECT_TRUE(alive.expired());
+  EXPECT_EQ(host::packed_weight_cache_bytes(), 0u);
 }
 
 TEST(Matmul, EmptyAndBatchedShapes) {

@@ -1,0 +1,94 @@
+// Packed-weight cache: the GEMM re-packs its weight panels on every call, which at small M costs
+// as much as the arithmetic. Read-only (mapped) weights cannot change, so their packed panels are
+// kept, keyed by where the weights live and what they are. Writable (heap) tensors are never
+// cached: they may be rewritten in place, and activations are heap tensors.
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "host/gemm.h"
+
+namespace xdna::host {
+namespace {
+
+struct Key {
+  const Buffer* buffer;
+  size_t offset;
+  DType dtype;
+  int64_t rows, cols, row_bytes;
+  const float* scales;
+  bool bf16;
+  int nr;  // the ISA's panel width
+  auto tie() const { return std::tie(buffer, offset, dtype, rows, cols, row_bytes, scales, bf16, nr); }
+  bool operator<(const Key& o) const { return tie() < o.tie(); }
+};
+
+struct Entry {
+  // Held so that neither address can be freed and reused by another tensor while cached.
+  std::shared_ptr<Buffer> weights, scales;
+  std::shared_ptr<const PackedWeights> packed;
+};
+
+struct Cache {
+  std::mutex mu;
+  std::map<Key, Entry> entries;
+  size_t bytes = 0;
+};
+
+Cache& cache() {
+  static Cache c;
+  return c;
+}
+
+size_t cache_limit() {
+  static const size_t limit = [] {
+    const char* env = std::getenv("XDNA_PACK_CACHE_MB");
+    const long long mb = env ? std::atoll(env) : 1024;
+    return static_cast<size_t>(mb > 0 ? mb : 0) << 20;
+  }();
+  return limit;
+}
+
+}  // namespace
+
+std::shared_ptr<const PackedWeights> cached_packed_weights(const Tensor& w, const WeightRows& wr) {
+  const auto& buf = w.buffer();
+  if (!buf || buf->writable()) return nullptr;
+  const auto& sc = w.scales();
+  if (sc && sc->defined() && sc->buffer()->writable()) return nullptr;
+  const IsaKernels& kern = active_kernels();
+  const bool bf16 = wr.dtype == DType::BF16 && kern.bf16gemm != nullptr;
+  const Key key{buf.get(), w.byte_offset(), wr.dtype, wr.rows,  wr.cols,
+                wr.row_bytes, wr.scales, bf16, use_i8_vnni_gemm(wr) ? -1 : bf16 ? kern.bf16_nr : kern.nr};
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.entries.find(key);
+    if (it != c.entries.end()) return it->second.packed;
+    const int64_t packed_bytes = (wr.rows + 63) * wr.cols * 4;  // upper bound (NR <= 64)
+    if (c.bytes + static_cast<size_t>(packed_bytes) > cache_limit()) return nullptr;
+  }
+  // Pack outside the lock (it runs threaded); a concurrent caller may pack the same weights too,
+  // and the first to insert wins.
+  auto packed = pack_weights(wr);
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto [it, inserted] = c.entries.try_emplace(key, Entry{buf, sc ? sc->buffer() : nullptr, packed});
+  if (inserted) c.bytes += packed->bytes();
+  return it->second.packed;
+}
+
+void clear_packed_weight_cache() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.entries.clear();
+  c.bytes = 0;
+}
+
+size_t packed_weight_cache_bytes() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.bytes;
+}
+
+}  // namespace xdna::host
