@@ -45,6 +45,8 @@ struct XRow {
   // and per 16 values the dequantized sum s·Σq (the offset/min terms of the GGML formats).
   const int8_t* q_s8 = nullptr;
   const float* q_xsum16 = nullptr;
+  // x rounded to bf16 (nearest even) for the vdpbf16ps bf16 dot.
+  const uint16_t* x_bf16 = nullptr;
 };
 
 // f32 GEMM microkernel: C[mr, nr] (+)= Ap · Bp over kc, where Ap is packed [kc][MR] and Bp
@@ -90,6 +92,8 @@ struct IsaKernels {
   float (*dot_q4_k)(const uint8_t* w, const XRow& x) = nullptr;
   float (*dot_q5_k)(const uint8_t* w, const XRow& x) = nullptr;
   float (*dot_q6_k)(const uint8_t* w, const XRow& x) = nullptr;
+  // bf16 row · x_bf16 with vdpbf16ps (bf16 products, f32 sums); only valid where has_avx512_bf16().
+  float (*dot_bf16_bf16)(const uint16_t* w, const XRow& x) = nullptr;
 };
 
 // The AVX2 panel packer, shared by the AVX-512 table (every AVX-512 CPU has AVX2).

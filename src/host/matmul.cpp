@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu.h"
 #include "core/numeric.h"
 #include "core/parallel.h"
 #include "host/gemm.h"
@@ -128,7 +129,9 @@ float dot_row(const IsaKernels& kern, const WeightRows& w, int64_t n, const XRow
   switch (w.dtype) {
     case DType::F32: return kern.dot_f32(reinterpret_cast<const float*>(row), x);
     case DType::F16: return kern.dot_f16(reinterpret_cast<const uint16_t*>(row), x);
-    case DType::BF16: return kern.dot_bf16(reinterpret_cast<const uint16_t*>(row), x);
+    case DType::BF16:
+      if (x.x_bf16) return kern.dot_bf16_bf16(reinterpret_cast<const uint16_t*>(row), x);
+      return kern.dot_bf16(reinterpret_cast<const uint16_t*>(row), x);
     case DType::I8:
       if (x.q_u8) return kern.dot_i8_q8(reinterpret_cast<const int8_t*>(row), w.row_scales(n), w.group, x);
       return kern.dot_i8(reinterpret_cast<const int8_t*>(row), w.row_scales(n), w.group, x);
@@ -163,6 +166,9 @@ void gemv(const float* x, int64_t m, const WeightRows& w, const float* bias, flo
   std::vector<uint8_t> xu(q8_i8 ? m * K : 0);
   std::vector<int8_t> xs(q8_ggml ? m * K : 0);
   std::vector<float> qscale4(q8_i8 || q8_ggml ? m * K / 4 : 0), xsum16(q8_ggml ? m * K / 16 : 0);
+  // bf16 weights on AVX512-BF16: x rounded to bf16 once (the bf16 GEMM's numerics).
+  const bool bf16_x = w.dtype == DType::BF16 && kern.dot_bf16_bf16 && has_avx512_bf16();
+  std::vector<uint16_t> xb(bf16_x ? m * K : 0);
   for (int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * K;
     xr[i] = {xi, nullptr, nullptr, K};
@@ -187,6 +193,10 @@ void gemv(const float* x, int64_t m, const WeightRows& w, const float* bias, flo
       quantize_x_u8(xi, K, xu.data() + i * K, qscale4.data() + i * K / 4);
       xr[i].q_u8 = xu.data() + i * K;
       xr[i].q_scale4 = qscale4.data() + i * K / 4;
+    }
+    if (bf16_x) {
+      kern.f32_to_bf16(xi, xb.data() + i * K, K);
+      xr[i].x_bf16 = xb.data() + i * K;
     }
     if (q8_ggml) {
       quantize_x_s8(xi, K, xs.data() + i * K, qscale4.data() + i * K / 4, xsum16.data() + i * K / 16);

@@ -141,8 +141,9 @@ void check_case(const Case& c, bool with_bias, uint32_t seed) {
   Tensor bias = Tensor::from_vector({c.n}, bv);
   Tensor y = host::matmul(x, w.w, with_bias ? &bias : nullptr);
   ASSERT_EQ(y.shape(), (Shape{c.m, c.n}));
-  // bf16 GEMM on AVX512-BF16 rounds x to bf16 (2^-9 relative); f32 paths only reorder sums.
-  const bool bf16_products = c.dtype == DType::BF16 && c.m > 4 && has_avx512_bf16();
+  // bf16 GEMM and GEMV on AVX512-BF16 round x to bf16 (2^-9 relative); f32 paths only reorder sums.
+  const bool bf16_gemv = c.dtype == DType::BF16 && c.m <= 4 && active_isa() == Isa::Avx512 && has_avx512_bf16();
+  const bool bf16_products = c.dtype == DType::BF16 && (c.m > 4 || bf16_gemv) && has_avx512_bf16();
   const double rel = bf16_products ? 1.0 / 256 : 2e-5;
   // int8/int4 GEMV with VNNI quantizes x to int8 per block of 32 (scale s = max|x|/127): each x moves
   // by at most s/2, so the result moves by at most Σ|w|·s/2 over each block.
@@ -185,7 +186,13 @@ void check_case(const Case& c, bool with_bias, uint32_t seed) {
       }
     }
   // The row-quantized GEMM really ran (with K this long some x value is rounded).
-  if (q8_rows && c.k >= 32) EXPECT_GT(max_diff, 1e-6) << describe(c);
+  if (q8_rows && c.k >= 32) {
+    EXPECT_GT(max_diff, 1e-6) << describe(c);
+  }
+  // The bf16-product GEMV really ran (some x value was rounded to bf16).
+  if (bf16_gemv && c.k >= 64) {
+    EXPECT_GT(max_diff, 1e-7) << describe(c);
+  }
 }
 
 std::vector<Isa> available_isas() {
