@@ -13,19 +13,15 @@
 #include "models/encoder.h"
 #include "models/spec.h"
 #include "weights/source.h"
+#include "../encoder_test_util.h"
 
 using namespace xdna;
 using nlohmann::json;
 
 namespace {
 
-const std::string kDir = std::string(XDNA_FIXTURE_DIR) + "/encoders/";
-
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  return json::parse(in);
-}
+const std::string& kDir = xdna::testing::kEncoderFixtureDir;
+using xdna::testing::read_json;
 
 json minilm_config() {
   return json::parse(R"({"model_type": "bert", "hidden_size": 384, "num_hidden_layers": 6,

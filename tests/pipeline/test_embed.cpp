@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "../encoder_test_util.h"
 #include "models/model_store.h"
 #include "pipeline/embed.h"
 #include "weights/bake.h"
@@ -21,27 +22,12 @@ using namespace xdna;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-// GCC defines __SANITIZE_ADDRESS__, Clang answers __has_feature.
-#if defined(__SANITIZE_ADDRESS__)
-#define XDNA_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define XDNA_UNDER_ASAN 1
-#endif
-#endif
-#ifndef XDNA_UNDER_ASAN
-#define XDNA_UNDER_ASAN 0
-#endif
 
 namespace {
 
-const std::string kDir = std::string(XDNA_FIXTURE_DIR) + "/encoders/";
-
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  return json::parse(in);
-}
+const std::string& kDir = xdna::testing::kEncoderFixtureDir;
+using xdna::testing::cosine;
+using xdna::testing::read_json;
 
 double max_abs(const std::vector<float>& a, const json& ref) {
   EXPECT_EQ(a.size(), ref.size());
@@ -49,16 +35,6 @@ double max_abs(const std::vector<float>& a, const json& ref) {
   for (size_t i = 0; i < a.size() && i < ref.size(); ++i)
     e = std::max(e, std::abs(double(a[i]) - ref[i].get<double>()));
   return e;
-}
-
-double cosine(const float* a, const float* b, size_t n) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < n; ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
 }
 
 std::vector<std::string> texts_of(const json& ref) {

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../encoder_test_util.h"
 #include "host/host_backend.h"
 #include "models/model_store.h"
 #include "npu/sim_backend.h"
@@ -20,30 +21,10 @@
 using namespace xdna;
 namespace fs = std::filesystem;
 
-#if defined(__SANITIZE_ADDRESS__)
-#define XDNA_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define XDNA_UNDER_ASAN 1
-#endif
-#endif
-#ifndef XDNA_UNDER_ASAN
-#define XDNA_UNDER_ASAN 0
-#endif
 
 namespace {
 
-const std::string kDir = std::string(XDNA_FIXTURE_DIR) + "/encoders/";
-
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
-}
+const std::string& kDir = xdna::testing::kEncoderFixtureDir;
 
 // Min cosine of npu-sim against host over the texts; fills the sim's report.
 double min_cosine_vs_host(const EmbeddingModel& m, const std::vector<std::string>& texts,
@@ -55,7 +36,8 @@ double min_cosine_vs_host(const EmbeddingModel& m, const std::vector<std::string
   sim_result = m.embed(texts, o);
   double min_cos = 1.0;
   for (size_t i = 0; i < texts.size(); ++i)
-    min_cos = std::min(min_cos, cosine(sim_result.items[i].vector, ref.items[i].vector));
+    min_cos = std::min(min_cos, xdna::testing::cosine(sim_result.items[i].vector.data(), ref.items[i].vector.data(),
+                                                       ref.items[i].vector.size()));
   return min_cos;
 }
 
