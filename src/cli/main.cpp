@@ -1,6 +1,7 @@
 // `npu`: the engine's command-line entry point. Global options apply to every subcommand.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/config.h"
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
   std::string config_path;
   app.add_option("--config", config_path,
                  "JSON config file (default: $XDG_CONFIG_HOME/xdna-engine/config.json if present)");
-  app.set_version_flag("--version", "npu 0.1.0");
+  app.set_version_flag("--version", std::string("npu ") + XDNA_VERSION);
 
   xdna::cli::add_doctor_command(app);
   xdna::cli::add_bench_command(app);

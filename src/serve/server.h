@@ -18,7 +18,7 @@
 
 namespace xdna::serve {
 
-inline constexpr const char* kEngineVersion = "0.1.0";
+inline constexpr const char* kEngineVersion = XDNA_VERSION;  // project(VERSION) in CMakeLists.txt
 
 struct ServerOptions {
   std::string host = "127.0.0.1";  // loopback unless the user asks otherwise
