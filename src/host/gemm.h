@@ -47,7 +47,17 @@ struct XRow {
   const float* q_xsum16 = nullptr;
   // x rounded to bf16 (nearest even) for the vdpbf16ps bf16 dot.
   const uint16_t* x_bf16 = nullptr;
+  // Row kernels (RowsKernel): Σx̂ per weight group (the offset of unsigned int8/int4
+  // weights, removed once per group), and 128·Σq per 4 values (the same for bfp16 mantissas).
+  const float* q_xsum_group = nullptr;
+  const int32_t* q_off4 = nullptr;
 };
+
+// A GEMV kernel over `count` consecutive weight rows (1 <= count <= kGemvRows), one after
+// another: out[r] = Σ_k w[n + r][k]·x[k] with the row's scales applied. One call per chunk of rows
+// keeps the per-row dispatch out of the driver's loop.
+constexpr int kGemvRows = 16;
+using RowsKernel = void (*)(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
 
 // f32 GEMM microkernel: C[mr, nr] (+)= Ap · Bp over kc, where Ap is packed [kc][MR] and Bp
 // [kc][NR] (zero-padded); mr <= MR and nr <= NR say how much of the tile to store.
@@ -94,6 +104,16 @@ struct IsaKernels {
   float (*dot_q6_k)(const uint8_t* w, const XRow& x) = nullptr;
   // bf16 row · x_bf16 with vdpbf16ps (bf16 products, f32 sums); only valid where has_avx512_bf16().
   float (*dot_bf16_bf16)(const uint16_t* w, const XRow& x) = nullptr;
+  // GEMV row kernels (nullptr: the driver calls the one-row dots). What each reads of XRow:
+  RowsKernel rows_bf16 = nullptr;   // x_bf16; only valid where has_avx512_bf16()
+  RowsKernel rows_i8 = nullptr;     // q_s8, q_scale4, q_xsum_group; K and group % 64 == 0
+  RowsKernel rows_i4 = nullptr;     // q_even, q_odd, q_scale8, q_xsum_group; K and group % 128 == 0
+  RowsKernel rows_bfp16 = nullptr;  // q_s8, q_scale4, q_off4; K % 64 == 0
+  // x -> signed int8 per block of 32 (q_s8, q_scale4, q_xsum16; K % 32 == 0), bit-identical to
+  // the scalar quantizer in matmul.cpp; nullptr: the scalar one runs.
+  void (*quantize_x_s8)(const float* x, int64_t K, int8_t* q, float* scale4, float* xsum16) = nullptr;
+  // The same deinterleaved for the int4 dots (q_even | q_odd, q_corr8, q_scale8; K % 32 == 0).
+  void (*quantize_x_q8)(const float* x, int64_t K, int8_t* q, int32_t* corr8, float* scale8) = nullptr;
 };
 
 // The AVX2 panel packer, shared by the AVX-512 table (every AVX-512 CPU has AVX2).
@@ -128,7 +148,8 @@ struct PackedWeights {
   bool bf16 = false;  // packed as bf16 pairs for the vdpbf16ps kernel
   int nr = 0;         // panel width (the ISA's microkernel NR)
   // int8 per-channel weights for the VNNI GEMM (gemm_i8_avx512.cpp): panels of 32 columns ×
-  // ⌈K/4⌉ k-quads × 4 bytes, with each column's Σw (the u8-offset correction) and scale.
+  // K padded to blocks of 32 (as k-quads × 4 bytes), with -128·Σw per block and column (the
+  // u8-offset correction, [panel][block][32]) and each column's scale.
   bool i8 = false;
   int64_t kquads = 0;
   std::vector<int32_t> colsum;
@@ -146,10 +167,11 @@ bool use_i8_vnni_gemm(const WeightRows& w);
 void pack_weights_i8(const WeightRows& w, PackedWeights& p);
 void gemm_i8_vnni(const float* x, int64_t ldx, int64_t m, const PackedWeights& p, float* y, int64_t ldy);
 
-// y[M, N] = x[M, K] · wᵀ, row strides ldx / ldy; blocked, packed, multi-threaded. `packed`
-// (optional) is pack_weights(w): the weight panels are then read from it instead of re-packed.
+// y[M, N] = x[M, K] · wᵀ (+ bias[N]), row strides ldx / ldy; blocked, packed, multi-threaded.
+// `packed` (optional) is pack_weights(w): the weight panels are then read from it instead of
+// re-packed. `bias` (optional) is added to each output tile as it is finished.
 void gemm(const float* x, int64_t ldx, const WeightRows& w, float* y, int64_t ldy, int64_t m,
-          const PackedWeights* packed = nullptr);
+          const PackedWeights* packed = nullptr, const float* bias = nullptr);
 
 // Below this many flops (2·M·N·K) a GEMM runs on the calling thread: splitting it costs more in
 // fork/join than the second core gives back. Measured (best of 400, both cores free, Zen 4):

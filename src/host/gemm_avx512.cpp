@@ -13,11 +13,13 @@ namespace {
 // 14 rows x 32 columns: 28 zmm accumulators, 2 B loads and 14 broadcasts per k step.
 constexpr int MR = 14, NR = 32;
 
-template <typename Acc>
-inline void store_tile(Acc& acc, float* c, int64_t ldc, int64_t mr, int64_t nr, bool accumulate) {
-  if (mr == MR && nr == NR) {
+// Stores an R x 32 accumulator tile into C (nr columns of it), adding C's old values when
+// accumulating. R is the tile's real row count, so no accumulator past it is read.
+template <int R>
+inline void store_tile(__m512 (&acc)[R][2], float* c, int64_t ldc, int64_t nr, bool accumulate) {
+  if (nr == NR) {
 #pragma GCC unroll 14
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < R; ++i) {
       float* ci = c + i * ldc;
       __m512 c0 = acc[i][0], c1 = acc[i][1];
       if (accumulate) {
@@ -31,7 +33,7 @@ inline void store_tile(Acc& acc, float* c, int64_t ldc, int64_t mr, int64_t nr, 
   }
   const __mmask16 m0 = static_cast<__mmask16>(nr >= 16 ? 0xffff : (1u << nr) - 1);
   const __mmask16 m1 = static_cast<__mmask16>(nr >= 32 ? 0xffff : nr <= 16 ? 0 : (1u << (nr - 16)) - 1);
-  for (int i = 0; i < mr; ++i) {
+  for (int i = 0; i < R; ++i) {
     float* ci = c + i * ldc;
     __m512 c0 = acc[i][0], c1 = acc[i][1];
     if (accumulate) {
@@ -51,17 +53,19 @@ inline void prefetch_tile(const float* c, int64_t ldc, int64_t mr) {
   }
 }
 
-void sgemm_14x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
-                 int64_t nr, bool accumulate) {
-  __m512 acc[MR][2];
+// R rows (R <= MR) of the A panel (packed MR wide) times a 32-column B panel.
+template <int R>
+void sgemm_rows(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t nr,
+                bool accumulate) {
+  __m512 acc[R][2];
 #pragma GCC unroll 14
-  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  prefetch_tile(c, ldc, mr);
+  for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  prefetch_tile(c, ldc, R);
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
     _mm_prefetch(reinterpret_cast<const char*>(b + 8 * NR), _MM_HINT_T0);
 #pragma GCC unroll 14
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < R; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i]);
       acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
@@ -69,21 +73,22 @@ void sgemm_14x32(int64_t kc, const float* a, const float* b, float* c, int64_t l
     a += MR;
     b += NR;
   }
-  store_tile(acc, c, ldc, mr, nr, accumulate);
+  store_tile<R>(acc, c, ldc, nr, accumulate);
 }
 
 // vdpbf16ps: each lane adds a[2p]·b[2p] + a[2p+1]·b[2p+1] (bf16 products, f32 accumulation).
-void bf16gemm_14x32(int64_t kpairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
-                    int64_t mr, int64_t nr, bool accumulate) {
-  __m512 acc[MR][2];
+template <int R>
+void bf16gemm_rows(int64_t kpairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
+                   int64_t nr, bool accumulate) {
+  __m512 acc[R][2];
 #pragma GCC unroll 14
-  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  prefetch_tile(c, ldc, mr);
+  for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  prefetch_tile(c, ldc, R);
   for (int64_t p = 0; p < kpairs; ++p) {
     const __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 16);
     _mm_prefetch(reinterpret_cast<const char*>(b + 8 * NR), _MM_HINT_T0);
 #pragma GCC unroll 14
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < R; ++i) {
       const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i]));
       acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
       acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
@@ -91,7 +96,30 @@ void bf16gemm_14x32(int64_t kpairs, const uint32_t* a, const uint32_t* b, float*
     a += MR;
     b += NR;
   }
-  store_tile(acc, c, ldc, mr, nr, accumulate);
+  store_tile<R>(acc, c, ldc, nr, accumulate);
+}
+
+// A partial tile (mr < MR rows: the last rows of x) runs a kernel for exactly mr rows, so its
+// cost is proportional to mr: at M = 16 the 14 + 2 split otherwise computes 28 rows for 16.
+constexpr void (*kSgemmRows[MR + 1])(int64_t, const float*, const float*, float*, int64_t, int64_t, bool) = {
+    nullptr,         sgemm_rows<1>,  sgemm_rows<2>,  sgemm_rows<3>,  sgemm_rows<4>,
+    sgemm_rows<5>,   sgemm_rows<6>,  sgemm_rows<7>,  sgemm_rows<8>,  sgemm_rows<9>,
+    sgemm_rows<10>,  sgemm_rows<11>, sgemm_rows<12>, sgemm_rows<13>, sgemm_rows<14>};
+constexpr void (*kBf16Rows[MR + 1])(int64_t, const uint32_t*, const uint32_t*, float*, int64_t, int64_t, bool) = {
+    nullptr,           bf16gemm_rows<1>,  bf16gemm_rows<2>,  bf16gemm_rows<3>,  bf16gemm_rows<4>,
+    bf16gemm_rows<5>,  bf16gemm_rows<6>,  bf16gemm_rows<7>,  bf16gemm_rows<8>,  bf16gemm_rows<9>,
+    bf16gemm_rows<10>, bf16gemm_rows<11>, bf16gemm_rows<12>, bf16gemm_rows<13>, bf16gemm_rows<14>};
+
+void sgemm_14x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
+                 int64_t nr, bool accumulate) {
+  if (mr == MR) return sgemm_rows<MR>(kc, a, b, c, ldc, nr, accumulate);
+  if (mr > 0) kSgemmRows[mr](kc, a, b, c, ldc, nr, accumulate);
+}
+
+void bf16gemm_14x32(int64_t kpairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
+                    int64_t mr, int64_t nr, bool accumulate) {
+  if (mr == MR) return bf16gemm_rows<MR>(kpairs, a, b, c, ldc, nr, accumulate);
+  if (mr > 0) kBf16Rows[mr](kpairs, a, b, c, ldc, nr, accumulate);
 }
 
 // GEMV streams weights once: software prefetch this far ahead (it runs on into the next row,
@@ -535,6 +563,179 @@ float dot_q6_k(const uint8_t* w, const XRow& x) {
   return hsum(acc) - 32 * hsum(corr);
 }
 
+// ---- GEMV row kernels (RowsKernel): `count` consecutive rows, each streamed start to end ----
+// Measured on Zen 4: one contiguous stream per core, prefetched ahead, reads DRAM faster than
+// several rows interleaved at 64-byte steps (that halved the int8 and bfp16 rates). So the rows
+// run one after another, and the work per weight byte is cut instead: at two cores' DRAM rate a
+// core has only ~10 cycles per 64 weight bytes. Several accumulators keep FMA latency off the
+// critical path.
+
+// int8 row · signed int8 x (q_s8): w XOR 0x80 is w + 128 as an unsigned byte, so
+// vpdpbusd(w ^ 0x80, q) = Σw·q + 128·Σq. The 128·Σq term depends on x alone: it comes off once per
+// group as 128·scale·Σx̂ (q_xsum_group), not per step. 64 values per step, two accumulators.
+float i8_row(const int8_t* w, const float* sc, int64_t group, const XRow& x) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 total = _mm512_setzero_ps();
+  float corr = 0;
+  for (int64_t g0 = 0, g = 0; g0 < x.k; g0 += group, ++g) {
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+    auto step = [&](int64_t c, __m512 acc) {
+      prefetch(w + c);
+      const __m512i u = _mm512_xor_si512(_mm512_loadu_si512(w + c), flip);
+      const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_loadu_si512(x.q_s8 + c));
+      return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_loadu_ps(x.q_scale4 + c / 4), acc);
+    };
+    int64_t c = g0;
+    for (; c + 128 <= g0 + group; c += 128) {
+      acc0 = step(c, acc0);
+      acc1 = step(c + 64, acc1);
+    }
+    if (c < g0 + group) acc0 = step(c, acc0);
+    total = _mm512_fmadd_ps(_mm512_add_ps(acc0, acc1), _mm512_set1_ps(sc[g]), total);
+    corr += sc[g] * x.q_xsum_group[g];
+  }
+  return hsum(total) - 128 * corr;
+}
+
+// int4 row · int8 x deinterleaved (q_even, q_odd): (nibble & 0xf) ^ 8 = w + 8 (one vpternlogd),
+// low nibbles (even k) meet q_even and high nibbles q_odd in the same lane (k in [8j, 8j + 8)).
+// The 8·Σq offset comes off per group as 8·scale·Σx̂. 128 values (64 bytes) per step; the group
+// scale goes into the step's lane scales, so groups of one step need no second FMA chain.
+float i4_row(const uint8_t* w, const float* sc, int64_t group, const XRow& x) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  auto step = [&](int64_t c, __m512 a) {
+    prefetch(w + c / 2);
+    const __m512i v = _mm512_loadu_si512(w + c / 2);
+    // vpternlogd 0x6a: (A & B) ^ C.
+    const __m512i lo = _mm512_ternarylogic_epi32(v, low4, eight, 0x6a);
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), low4, eight, 0x6a);
+    const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(x.q_even + c / 2)),
+                                          hi, _mm512_loadu_si512(x.q_odd + c / 2));
+    const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(x.q_scale8 + c / 8), _mm512_set1_ps(sc[c / group]));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, a);
+  };
+  int64_t c = 0;
+  for (; c + 512 <= x.k; c += 512) {
+    acc[0] = step(c, acc[0]);
+    acc[1] = step(c + 128, acc[1]);
+    acc[2] = step(c + 256, acc[2]);
+    acc[3] = step(c + 384, acc[3]);
+  }
+  for (; c < x.k; c += 128) acc[0] = step(c, acc[0]);
+  float corr = 0;
+  for (int64_t g = 0; g < x.k / group; ++g) corr += sc[g] * x.q_xsum_group[g];
+  return hsum(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))) - 8 * corr;
+}
+
+// bfp16 row · signed int8 x (VBMI): 8 blocks (72 bytes, 64 values) per step, gathered as in
+// dot_bfp16_q8. Mantissas XOR 0x80 are m + 128 unsigned; the 128·Σq per lane (q_off4) comes off in
+// int32, and the lane scale is x scale · 2^(E-133) from one vscalefps. Two accumulators.
+XDNA_VBMI float bfp16_row(const uint8_t* w, const XRow& x) {
+  static const Bfp16Perm perm;
+  const __m512i mant_idx = _mm512_load_si512(perm.mant), expo_idx = _mm512_load_si512(perm.expo);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80)), bias = _mm512_set1_epi32(133);
+  auto step = [&](int64_t c, __m512 acc) XDNA_VBMI {
+    const uint8_t* b = w + c / 8 * 9;
+    prefetch(b);
+    prefetch(b + 64);
+    const __m512i lo = _mm512_loadu_si512(b), hi = _mm512_loadu_si512(b + 8);
+    const __m512i m = _mm512_xor_si512(_mm512_permutex2var_epi8(lo, mant_idx, hi), flip);
+    const __m512i e = _mm512_maskz_permutex2var_epi8(0x1111111111111111ull, lo, expo_idx, hi);
+    const __m512 scale = _mm512_scalef_ps(_mm512_loadu_ps(x.q_scale4 + c / 4), _mm512_cvtepi32_ps(_mm512_sub_epi32(e, bias)));
+    const __m512i d = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), m, _mm512_loadu_si512(x.q_s8 + c)),
+                                       _mm512_loadu_si512(x.q_off4 + c / 4));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), scale, acc);
+  };
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+  int64_t c = 0;
+  for (; c + 128 <= x.k; c += 128) {
+    acc0 = step(c, acc0);
+    acc1 = step(c + 64, acc1);
+  }
+  if (c < x.k) acc0 = step(c, acc0);
+  return hsum(_mm512_add_ps(acc0, acc1));
+}
+
+// x -> int8 per block of 32, bit-identical to matmul.cpp's scalar quantize_x_s8 (same f32 max,
+// scale and product; vcvtps2dq rounds to nearest even as nearbyint does): signed q, the scale per
+// 4 values and s·Σq per 16. At K = 4096 this is ~10x faster than the scalar loop, which cost
+// ~10 µs per GEMV call (serial, before the threads start).
+inline float hmax(__m512 v) {
+  __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+inline int32_t hsum_i32(__m512i v) {
+  __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+void quantize_x_s8(const float* x, int64_t K, int8_t* q, float* scale4, float* xsum16) {
+  for (int64_t b = 0; b < K; b += 32) {
+    const __m512 a0 = _mm512_loadu_ps(x + b), a1 = _mm512_loadu_ps(x + b + 16);
+    const float amax = hmax(_mm512_max_ps(_mm512_abs_ps(a0), _mm512_abs_ps(a1)));
+    const float s = amax / 127, inv = amax > 0 ? 127 / amax : 0;
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m512i v0 = _mm512_cvtps_epi32(_mm512_mul_ps(a0, vinv)), v1 = _mm512_cvtps_epi32(_mm512_mul_ps(a1, vinv));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b), _mm512_cvtepi32_epi8(v0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b + 16), _mm512_cvtepi32_epi8(v1));
+    xsum16[b / 16] = s * static_cast<float>(hsum_i32(v0));
+    xsum16[b / 16 + 1] = s * static_cast<float>(hsum_i32(v1));
+    _mm256_storeu_ps(scale4 + b / 4, _mm256_set1_ps(s));
+  }
+}
+
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// x -> int8 per block of 32 for the int4 dots, bit-identical to matmul.cpp's quantize_x_q8:
+// deinterleaved into [even k | odd k], with 8·Σq and the scale per 8 values.
+void quantize_x_q8(const float* x, int64_t K, int8_t* q, int32_t* corr8, float* scale8) {
+  int8_t* even = q;
+  int8_t* odd = q + K / 2;
+  const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  for (int64_t b = 0; b < K; b += 32) {
+    const __m512 a0 = _mm512_loadu_ps(x + b), a1 = _mm512_loadu_ps(x + b + 16);
+    const float amax = hmax(_mm512_max_ps(_mm512_abs_ps(a0), _mm512_abs_ps(a1)));
+    const float s = amax / 127, inv = amax > 0 ? 127 / amax : 0;
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m512i v0 = _mm512_cvtps_epi32(_mm512_mul_ps(a0, vinv)), v1 = _mm512_cvtps_epi32(_mm512_mul_ps(a1, vinv));
+    const __m128i p0 = _mm_shuffle_epi8(_mm512_cvtepi32_epi8(v0), split);
+    const __m128i p1 = _mm_shuffle_epi8(_mm512_cvtepi32_epi8(v1), split);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(even + b / 2), _mm_unpacklo_epi64(p0, p1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(odd + b / 2), _mm_unpackhi_epi64(p0, p1));
+    corr8[b / 8] = 8 * hsum_i32(_mm512_castsi512_si256(v0));
+    corr8[b / 8 + 1] = 8 * hsum_i32(_mm512_extracti64x4_epi64(v0, 1));
+    corr8[b / 8 + 2] = 8 * hsum_i32(_mm512_castsi512_si256(v1));
+    corr8[b / 8 + 3] = 8 * hsum_i32(_mm512_extracti64x4_epi64(v1, 1));
+    _mm_storeu_ps(scale8 + b / 8, _mm_set1_ps(s));
+  }
+}
+
+void rows_bf16(const WeightRows& w, int64_t n, int count, const XRow& x, float* out) {
+  for (int r = 0; r < count; ++r) out[r] = dot_bf16_bf16(reinterpret_cast<const uint16_t*>(w.row(n + r)), x);
+}
+void rows_i8(const WeightRows& w, int64_t n, int count, const XRow& x, float* out) {
+  for (int r = 0; r < count; ++r) out[r] = i8_row(reinterpret_cast<const int8_t*>(w.row(n + r)), w.row_scales(n + r), w.group, x);
+}
+void rows_i4(const WeightRows& w, int64_t n, int count, const XRow& x, float* out) {
+  for (int r = 0; r < count; ++r) out[r] = i4_row(w.row(n + r), w.row_scales(n + r), w.group, x);
+}
+XDNA_VBMI void rows_bfp16(const WeightRows& w, int64_t n, int count, const XRow& x, float* out) {
+  for (int r = 0; r < count; ++r) out[r] = bfp16_row(w.row(n + r), x);
+}
+
 void f16_to_f32(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? 0xffff : tail_mask(n - i);
@@ -587,7 +788,13 @@ const IsaKernels& avx512_kernels() {
                                dot_k4<false>,
                                dot_k4<true>,
                                dot_q6_k,
-                               dot_bf16_bf16};
+                               dot_bf16_bf16,
+                               rows_bf16,
+                               rows_i8,
+                               rows_i4,
+                               __builtin_cpu_supports("avx512vbmi") ? rows_bfp16 : nullptr,
+                               quantize_x_s8,
+                               quantize_x_q8};
   return k;
 }
 

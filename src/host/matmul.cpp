@@ -80,18 +80,6 @@ void quantize_x_q8(const float* x, int64_t K, int8_t* q, int32_t* corr8, float* 
   }
 }
 
-// x -> int8 per block of 32 as above, stored as unsigned q + 128 in natural order, with the
-// block scale repeated per 4 values (one VNNI lane).
-void quantize_x_u8(const float* x, int64_t K, uint8_t* q, float* scale4) {
-  for (int64_t b = 0; b < K; b += 32) {
-    float amax = 0;
-    for (int64_t k = b; k < b + 32; ++k) amax = std::max(amax, std::fabs(x[k]));
-    const float s = amax / 127, inv = amax > 0 ? 127 / amax : 0;
-    for (int64_t k = b; k < b + 32; ++k) q[k] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(x[k] * inv)) + 128);
-    for (int64_t j = b; j < b + 32; j += 4) scale4[j / 4] = s;
-  }
-}
-
 // x -> int8 per block of 32 as above, signed and in natural order (the GGML dots), with the
 // scale per 4 values and the dequantized sum s·Σq per 16 values.
 void quantize_x_s8(const float* x, int64_t K, int8_t* q, float* scale4, float* xsum16) {
@@ -132,15 +120,9 @@ float dot_row(const IsaKernels& kern, const WeightRows& w, int64_t n, const XRow
     case DType::BF16:
       if (x.x_bf16) return kern.dot_bf16_bf16(reinterpret_cast<const uint16_t*>(row), x);
       return kern.dot_bf16(reinterpret_cast<const uint16_t*>(row), x);
-    case DType::I8:
-      if (x.q_u8) return kern.dot_i8_q8(reinterpret_cast<const int8_t*>(row), w.row_scales(n), w.group, x);
-      return kern.dot_i8(reinterpret_cast<const int8_t*>(row), w.row_scales(n), w.group, x);
-    case DType::I4:
-      if (x.q_even) return kern.dot_i4_q8(row, w.row_scales(n), w.group, x);
-      return kern.dot_i4(row, w.row_scales(n), w.group, x);
-    case DType::BFP16:
-      if (x.q_u8) return kern.dot_bfp16_q8(row, x);
-      return kern.dot_bfp16(row, x);
+    case DType::I8: return kern.dot_i8(reinterpret_cast<const int8_t*>(row), w.row_scales(n), w.group, x);
+    case DType::I4: return kern.dot_i4(row, w.row_scales(n), w.group, x);
+    case DType::BFP16: return kern.dot_bfp16(row, x);
     default: break;
   }
   if (x.q_s8) return ggml_dot(kern, w.dtype)(row, x);
@@ -149,65 +131,113 @@ float dot_row(const IsaKernels& kern, const WeightRows& w, int64_t n, const XRow
   return kern.dot_f32(scratch, x);
 }
 
+// The row kernel for w on this ISA, or nullptr (then the one-row f32-x dots run). The int8, int4
+// and bfp16 ones quantize x to int8 and need AVX-512 VNNI (bfp16 also VBMI: only then is it set).
+RowsKernel rows_kernel(const IsaKernels& kern, const WeightRows& w) {
+  const int64_t K = w.cols;
+  switch (w.dtype) {
+    case DType::BF16: return has_avx512_bf16() ? kern.rows_bf16 : nullptr;
+    case DType::I8: return has_avx512_vnni() && K % 64 == 0 && w.group % 64 == 0 ? kern.rows_i8 : nullptr;
+    case DType::I4: return has_avx512_vnni() && K % 128 == 0 && w.group % 128 == 0 ? kern.rows_i4 : nullptr;
+    case DType::BFP16: return has_avx512_vnni() && K % 64 == 0 ? kern.rows_bfp16 : nullptr;
+    default: return nullptr;
+  }
+}
+
 void gemv(const float* x, int64_t m, const WeightRows& w, const float* bias, float* y) {
   const IsaKernels& kern = active_kernels();
   const int64_t N = w.rows, K = w.cols;
-  std::vector<float> deint;
-  std::vector<XRow> xr(m);
-  if (w.dtype == DType::I4) deint.resize(static_cast<size_t>(m) * K);
-  const bool q8 = w.dtype == DType::I4 && kern.dot_i4_q8 && K % 128 == 0 && w.group % 128 == 0;
-  std::vector<int8_t> xq(q8 ? m * K : 0);
-  std::vector<int32_t> corr(q8 ? m * K / 8 : 0);
-  std::vector<float> qscale(q8 ? m * K / 8 : 0);
-  const bool q8_i8 = (w.dtype == DType::I8 && kern.dot_i8_q8 && K % 64 == 0 && w.group % 64 == 0) ||
-                     (w.dtype == DType::BFP16 && kern.dot_bfp16_q8 && K % 64 == 0);
+  const RowsKernel rows = rows_kernel(kern, w);
+  // What x has to be turned into, once per call, for the kernels that will run.
+  const bool f32_deint = w.dtype == DType::I4 && !rows;  // int4 f32 dot: even/odd x
+  const bool q8_deint = w.dtype == DType::I4 && rows;    // int4 row kernel: int8 x, even/odd
   // GGML rows are whole blocks of 32 or 256 values, so K is a multiple of 32.
-  const bool q8_ggml = ggml_dot(kern, w.dtype) != nullptr;
-  std::vector<uint8_t> xu(q8_i8 ? m * K : 0);
-  std::vector<int8_t> xs(q8_ggml ? m * K : 0);
-  std::vector<float> qscale4(q8_i8 || q8_ggml ? m * K / 4 : 0), xsum16(q8_ggml ? m * K / 16 : 0);
-  // bf16 weights on AVX512-BF16: x rounded to bf16 once (the bf16 GEMM's numerics).
-  const bool bf16_x = w.dtype == DType::BF16 && kern.dot_bf16_bf16 && has_avx512_bf16();
+  const bool q8_s8 = ggml_dot(kern, w.dtype) != nullptr || (rows && (w.dtype == DType::I8 || w.dtype == DType::BFP16));
+  const bool bf16_x = rows && w.dtype == DType::BF16;  // rounded to bf16 once (the bf16 GEMM's numerics)
+  const int64_t groups = w.group > 0 ? K / w.group : 0;
+  std::vector<float> deint(f32_deint ? m * K : 0);
+  std::vector<int8_t> xq(q8_deint || q8_s8 ? m * K : 0);
+  std::vector<int32_t> corr(q8_deint ? m * K / 8 : 0), off4(rows && w.dtype == DType::BFP16 ? m * K / 4 : 0);
+  std::vector<float> qscale8(q8_deint ? m * K / 8 : 0), qscale4(q8_s8 ? m * K / 4 : 0), xsum16(q8_s8 ? m * K / 16 : 0);
+  std::vector<float> xsum_group(rows && groups ? m * groups : 0);
   std::vector<uint16_t> xb(bf16_x ? m * K : 0);
+  std::vector<XRow> xr(m);
   for (int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * K;
-    xr[i] = {xi, nullptr, nullptr, K};
-    if (w.dtype == DType::I4) {
+    XRow& r = xr[i];
+    r = {xi, nullptr, nullptr, K};
+    if (f32_deint) {
       float* even = deint.data() + i * K;
       float* odd = even + K / 2;
       for (int64_t k = 0; k < K / 2; ++k) {
         even[k] = xi[2 * k];
         odd[k] = xi[2 * k + 1];
       }
-      xr[i].even = even;
-      xr[i].odd = odd;
+      r.even = even;
+      r.odd = odd;
     }
-    if (q8) {
-      quantize_x_q8(xi, K, xq.data() + i * K, corr.data() + i * K / 8, qscale.data() + i * K / 8);
-      xr[i].q_even = xq.data() + i * K;
-      xr[i].q_odd = xr[i].q_even + K / 2;
-      xr[i].q_corr8 = corr.data() + i * K / 8;
-      xr[i].q_scale8 = qscale.data() + i * K / 8;
-    }
-    if (q8_i8) {
-      quantize_x_u8(xi, K, xu.data() + i * K, qscale4.data() + i * K / 4);
-      xr[i].q_u8 = xu.data() + i * K;
-      xr[i].q_scale4 = qscale4.data() + i * K / 4;
+    if (q8_deint) {
+      (kern.quantize_x_q8 ? kern.quantize_x_q8 : quantize_x_q8)(xi, K, xq.data() + i * K, corr.data() + i * K / 8,
+                                                               qscale8.data() + i * K / 8);
+      r.q_even = xq.data() + i * K;
+      r.q_odd = r.q_even + K / 2;
+      r.q_corr8 = corr.data() + i * K / 8;
+      r.q_scale8 = qscale8.data() + i * K / 8;
+      // Σx̂ per group: Σ scale · (8·Σq) / 8 over its 8-value chunks.
+      float* sums = xsum_group.data() + i * groups;
+      for (int64_t g = 0; g < groups; ++g) {
+        float t = 0;
+        for (int64_t j = g * w.group / 8; j < (g + 1) * w.group / 8; ++j) t += r.q_scale8[j] * static_cast<float>(r.q_corr8[j] / 8);
+        sums[g] = t;
+      }
+      r.q_xsum_group = sums;
     }
     if (bf16_x) {
       kern.f32_to_bf16(xi, xb.data() + i * K, K);
-      xr[i].x_bf16 = xb.data() + i * K;
+      r.x_bf16 = xb.data() + i * K;
     }
-    if (q8_ggml) {
-      quantize_x_s8(xi, K, xs.data() + i * K, qscale4.data() + i * K / 4, xsum16.data() + i * K / 16);
-      xr[i].q_s8 = xs.data() + i * K;
-      xr[i].q_scale4 = qscale4.data() + i * K / 4;
-      xr[i].q_xsum16 = xsum16.data() + i * K / 16;
+    if (q8_s8) {
+      (kern.quantize_x_s8 ? kern.quantize_x_s8 : quantize_x_s8)(xi, K, xq.data() + i * K, qscale4.data() + i * K / 4,
+                                                               xsum16.data() + i * K / 16);
+      r.q_s8 = xq.data() + i * K;
+      r.q_scale4 = qscale4.data() + i * K / 4;
+      r.q_xsum16 = xsum16.data() + i * K / 16;
+      if (rows && w.dtype == DType::I8) {  // Σx̂ per group from the per-16 sums
+        float* sums = xsum_group.data() + i * groups;
+        for (int64_t g = 0; g < groups; ++g) {
+          float t = 0;
+          for (int64_t j = g * w.group / 16; j < (g + 1) * w.group / 16; ++j) t += r.q_xsum16[j];
+          sums[g] = t;
+        }
+        r.q_xsum_group = sums;
+      }
+      if (rows && w.dtype == DType::BFP16) {  // 128·Σq per 4 values: the mantissas' +128 offset
+        int32_t* o = off4.data() + i * K / 4;
+        for (int64_t j = 0; j < K / 4; ++j) {
+          const int8_t* q = r.q_s8 + 4 * j;
+          o[j] = 128 * (q[0] + q[1] + q[2] + q[3]);
+        }
+        r.q_off4 = o;
+      }
     }
+  }
+  if (rows) {
+    // Each thread streams one contiguous range of rows, start to end.
+    parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
+      float out[kGemvRows];
+      for (int64_t n = n0; n < n1; n += kGemvRows) {
+        const int count = static_cast<int>(std::min<int64_t>(kGemvRows, n1 - n));
+        for (int64_t i = 0; i < m; ++i) {
+          rows(w, n, count, xr[i], out);
+          for (int r = 0; r < count; ++r) y[i * N + n + r] = out[r] + (bias ? bias[n + r] : 0.f);
+        }
+      }
+    });
+    return;
   }
   // Rows per chunk: enough to amortise the call, few enough to balance threads.
   parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
-    std::vector<float> scratch(is_ggml(w.dtype) && !q8_ggml ? K : 0);
+    std::vector<float> scratch(is_ggml(w.dtype) && !q8_s8 ? K : 0);
     auto one = [&](int64_t n) {
       for (int64_t i = 0; i < m; ++i)
         y[i * N + n] = dot_row(kern, w, n, xr[i], scratch.data()) + (bias ? bias[n] : 0.f);
@@ -253,13 +283,7 @@ void matmul(const Tensor& x_in, const Tensor& w, const Tensor* bias, Tensor& y) 
   // int8 per-channel weights on VNNI always run the int8 GEMM (packed per call if not cached).
   auto packed = cached_packed_weights(w, wr);
   if (!packed && use_i8_vnni_gemm(wr)) packed = pack_weights(wr);
-  gemm(xp, K, wr, yp, N, M, packed.get());
-  if (bp) {
-    parallel_for(M, 64, [&](int64_t m0, int64_t m1) {
-      for (int64_t i = m0; i < m1; ++i)
-        for (int64_t n = 0; n < N; ++n) yp[i * N + n] += bp[n];
-    });
-  }
+  gemm(xp, K, wr, yp, N, M, packed.get(), bp);  // the bias is added to each tile as it finishes
 }
 
 Tensor matmul(const Tensor& x, const Tensor& w, const Tensor* bias) {

@@ -239,7 +239,8 @@ TEST(Matmul, Int8PerGroup) { check_dtype(DType::I8, {30, 300}, 3); }  // groups 
 TEST(Matmul, Int8Vnni) { check_dtype(DType::I8, {256, 384}); check_dtype(DType::I8, {256}, 4); }
 TEST(Matmul, Int4PerGroup) { check_dtype(DType::I4, {4, 36, 300}, 2); }  // groups of 2, 18, 150
 TEST(Matmul, Int4PerChannel) { check_dtype(DType::I4, {14, 300}); }
-TEST(Matmul, Int4Vnni) { check_dtype(DType::I4, {256, 384}); check_dtype(DType::I4, {256}, 2); }
+// 640: the int4 row kernel's four-step unrolled loop (512 values) and a one-step tail.
+TEST(Matmul, Int4Vnni) { check_dtype(DType::I4, {256, 640}); check_dtype(DType::I4, {256}, 2); }
 TEST(Matmul, Bfp16) { check_dtype(DType::BFP16, {8, 72, 264}); }
 TEST(Matmul, Bfp16Vnni) { check_dtype(DType::BFP16, {64, 320}); }  // 320: one 128-step and a 64 tail
 TEST(Matmul, Q8_0) { check_dtype(DType::Q8_0, {32, 288}); }
@@ -382,4 +383,86 @@ TEST(Matmul, BadShapesAndDtypesThrowNamingShapes) {
   expect_msg([&] { host::matmul(x, Tensor::zeros({2, 5}), &bias); }, "bias [3]");
   Tensor y = Tensor::zeros({3, 3});
   expect_msg([&] { host::matmul(x, Tensor::zeros({2, 5}), nullptr, y); }, "[3, 2]");
+}
+
+// The int8 VNNI GEMM quantizes x per block of 32 values, not per row: one large activation (as
+// transformer hidden states have) must only coarsen its own block. Each x value moves by at most
+// max|x block|/254, so y moves by at most Σ|w|·that; with one row-wide scale the other values would
+// be rounded to steps of 100/127 and this bound would fail by far. K = 300 leaves a partial block.
+TEST(Matmul, Int8VnniGemmScalesActivationsPerBlock) {
+  if (active_isa() != Isa::Avx512 || !has_avx512_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+  for (const int64_t K : {384, 300}) {
+    const int64_t M = 37, N = 45;
+    std::mt19937 rng(7);
+    Weights w = make_weights(DType::I8, N, K, K, rng);
+    std::uniform_real_distribution<float> uni(-1.f, 1.f);
+    std::vector<float> xv(M * K);
+    for (auto& v : xv) v = uni(rng);
+    for (int64_t i = 0; i < M; ++i) xv[i * K + (i * 37) % K] = 100.f;  // one outlier per row
+    const Tensor y = host::matmul(Tensor::from_vector({M, K}, xv), w.w);
+    double max_rel = 0;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double ref = 0, bound = 1e-6;
+        for (int64_t k = 0; k < K; ++k) {
+          const double p = static_cast<double>(xv[i * K + k]) * w.deq[j * K + k];
+          ref += p;
+          float amax = 0;
+          for (int64_t b = k / 32 * 32; b < std::min<int64_t>(K, k / 32 * 32 + 32); ++b)
+            amax = std::max(amax, std::fabs(xv[i * K + b]));
+          bound += std::fabs(w.deq[j * K + k]) * amax / 254 + 2e-5 * std::fabs(p);  // + f32 sums
+        }
+        const double got = y.data<float>()[i * N + j];
+        ASSERT_NEAR(got, ref, bound) << "K=" << K << " y[" << i << ", " << j << "]";
+        max_rel = std::max(max_rel, std::fabs(got - ref) / bound);
+      }
+    EXPECT_GT(max_rel, 0.01) << "x was not quantized at all: the int8 GEMM did not run";
+  }
+}
+
+// The AVX-512 x quantizers must give exactly what the scalar ones in matmul.cpp give (the GEMV
+// error bound is stated for them): per block of 32, s = max|x| / 127, q = nearest-even(x · 127 /
+// max|x|). Ties are included on purpose: a block with max|x| = 127 has x · 1 = k + 0.5 exactly.
+TEST(Matmul, SimdQuantizeXMatchesScalarBitForBit) {
+  if (active_isa() < Isa::Avx512) GTEST_SKIP() << "no AVX-512 quantizer on this CPU";
+  const host::IsaKernels& kern = host::avx512_kernels();
+  ASSERT_TRUE(kern.quantize_x_s8 && kern.quantize_x_q8);
+  const int64_t K = 256;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uni(-3.f, 3.f);
+  std::vector<float> x(K);
+  for (auto& v : x) v = uni(rng);
+  for (int64_t k = 0; k < 32; ++k) x[k] = k == 0 ? 127.f : static_cast<float>(k % 9) - 4.5f;  // ties
+  for (int64_t k = 32; k < 64; ++k) x[k] = 0;                                                  // all-zero block
+  std::vector<int8_t> ref_q(K);
+  std::vector<float> ref_scale(K / 32), ref_sum16(K / 16);
+  for (int64_t b = 0; b < K; b += 32) {
+    float amax = 0;
+    for (int64_t k = b; k < b + 32; ++k) amax = std::max(amax, std::fabs(x[k]));
+    const float s = amax / 127, inv = amax > 0 ? 127 / amax : 0;
+    ref_scale[b / 32] = s;
+    for (int64_t j = b; j < b + 32; j += 16) {
+      int sum = 0;
+      for (int64_t k = j; k < j + 16; ++k) sum += ref_q[k] = static_cast<int8_t>(std::nearbyint(x[k] * inv));
+      ref_sum16[j / 16] = s * static_cast<float>(sum);
+    }
+  }
+  EXPECT_EQ(ref_q[1], -4);  // -3.5 -> -4 (nearest even)
+  EXPECT_EQ(ref_q[4], 0);   // -0.5 -> 0
+  std::vector<int8_t> q(K);
+  std::vector<float> scale4(K / 4), sum16(K / 16);
+  kern.quantize_x_s8(x.data(), K, q.data(), scale4.data(), sum16.data());
+  for (int64_t k = 0; k < K; ++k) ASSERT_EQ(q[k], ref_q[k]) << "q_s8 at " << k;
+  for (int64_t j = 0; j < K / 4; ++j) ASSERT_EQ(scale4[j], ref_scale[j / 8]) << "scale4 at " << j;
+  for (int64_t j = 0; j < K / 16; ++j) ASSERT_EQ(sum16[j], ref_sum16[j]) << "xsum16 at " << j;
+  std::vector<int32_t> corr8(K / 8);
+  std::vector<float> scale8(K / 8);
+  kern.quantize_x_q8(x.data(), K, q.data(), corr8.data(), scale8.data());
+  for (int64_t k = 0; k < K; ++k) ASSERT_EQ(q[k % 2 ? K / 2 + k / 2 : k / 2], ref_q[k]) << "deinterleaved q at " << k;
+  for (int64_t j = 0; j < K / 8; ++j) {
+    int sum = 0;
+    for (int64_t k = 8 * j; k < 8 * j + 8; ++k) sum += ref_q[k];
+    ASSERT_EQ(corr8[j], 8 * sum) << "corr8 at " << j;
+    ASSERT_EQ(scale8[j], ref_scale[j / 4]) << "scale8 at " << j;
+  }
 }
