@@ -3,6 +3,10 @@
 // process start-up are outside the timing). Tokenization is outside it too: the inputs are token
 // ids, [CLS] + T-2 body ids + [SEP] as the model's tokenizer frames an empty text, so a peer
 // runtime fed the same ids (bench/embeddings_vs_onnxruntime.py) does the same work.
+//
+// `npu bench embed --model M --accuracy FILE [--json]` instead measures accuracy: the cosine
+// (min and mean over the sentences of FILE, one per line) of the embeddings with the weights
+// stored as each bake precision would store them, against the f32 embeddings.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +20,7 @@
 #include "core/cpu.h"
 #include "core/parallel.h"
 #include "pipeline/embed.h"
+#include "pipeline/precision_auto.h"
 
 namespace xdna::cli {
 namespace {
@@ -28,6 +33,7 @@ struct BenchEmbedOptions {
   int iters = 20;
   int warmup = 3;
   bool json = false;
+  std::string accuracy;  // evaluation sentences: measure accuracy instead of speed
 };
 
 // The body ids of sequence b: a fixed spread over the vocabulary, away from the special and
@@ -104,6 +110,33 @@ void run_bench_embed(const BenchEmbedOptions& o) {
   std::printf("last run by op:\n%s", last.report.summary().c_str());
 }
 
+void run_accuracy(const BenchEmbedOptions& o) {
+  const AccuracyProbe probe(o.model, read_eval_sentences(o.accuracy), resolve_store(o.store));
+  const uint64_t f32_bytes = probe.bytes({});
+  nlohmann::json rows = nlohmann::json::array();
+  if (!o.json)
+    std::printf("%s: %zu sentences (%lld tokens) from %s, cosine against f32\n"
+                "precision  weight MiB  vs f32  min cosine  mean cosine\n",
+                probe.model().name().c_str(), probe.sentences(), static_cast<long long>(probe.tokens()),
+                o.accuracy.c_str());
+  for (Precision p : {Precision::F32, Precision::BF16, Precision::BFP16, Precision::Int8, Precision::Int4}) {
+    const auto plans = probe.uniform_plans(p);
+    const Accuracy a = probe.measure(plans);
+    const uint64_t bytes = probe.bytes(plans);
+    rows.push_back({{"precision", precision_name(p)}, {"bytes", bytes}, {"min_cosine", a.min_cosine},
+                    {"mean_cosine", a.mean_cosine}, {"worst_sentence", a.worst}});
+    if (!o.json)
+      std::printf("%-9s  %10.2f  %5.1f%%  %10.6f  %11.6f\n", precision_name(p), bytes / 1048576.0,
+                  100.0 * bytes / f32_bytes, a.min_cosine, a.mean_cosine);
+    std::fflush(stdout);
+  }
+  if (o.json)
+    std::printf("%s\n", nlohmann::json({{"model", probe.model().name()}, {"path", probe.model().path()},
+                                        {"eval", o.accuracy}, {"sentences", probe.sentences()},
+                                        {"tokens", probe.tokens()}, {"isa", isa_name(active_isa())},
+                                        {"precisions", rows}}).dump().c_str());
+}
+
 }  // namespace
 
 void add_bench_embed_command(CLI::App& bench) {
@@ -116,7 +149,13 @@ void add_bench_embed_command(CLI::App& bench) {
   cmd->add_option("--iters", o.iters, "Timed calls (the median is reported)");
   cmd->add_option("--warmup", o.warmup, "Untimed calls first");
   cmd->add_flag("--json", o.json, "Print the figures as one JSON object");
-  cmd->callback([] { run_bench_embed(o); });
+  cmd->add_option("--accuracy", o.accuracy,
+                  "Measure accuracy instead of speed: cosine against f32 per bake precision, over "
+                  "the sentences of this file (one per line)");
+  cmd->callback([] {
+    if (o.accuracy.empty()) run_bench_embed(o);
+    else run_accuracy(o);
+  });
 }
 
 }  // namespace xdna::cli

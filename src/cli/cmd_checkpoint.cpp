@@ -1,14 +1,19 @@
 // `npu checkpoint bake` converts a checkpoint into the engine's baked file;
 // `npu checkpoint info` lists the tensors and metadata of a safetensors, GGUF or baked file.
+// `--precision auto` measures the model on evaluation sentences and picks a precision per weight
+// tensor (src/pipeline/precision_auto.h).
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "cli/commands.h"
+#include "pipeline/precision_auto.h"
 #include "weights/bake.h"
 #include "weights/baked.h"
 #include "weights/gguf.h"
+#include "weights/sha256.h"
 #include "weights/source.h"
 
 namespace xdna::cli {
@@ -96,6 +101,47 @@ void print_info(const std::string& path, bool as_json) {
                 static_cast<unsigned long long>(t.bytes), t.dtype ? "" : "  (unsupported)");
 }
 
+// --precision auto: choose per tensor, print the choice, and hand the plans to the bake.
+void plan_auto(BakeOptions& o, const std::string& eval, double gate) {
+  if (eval.empty())
+    throw std::invalid_argument("--precision auto needs --eval FILE: evaluation sentences, one per "
+                                "line (e.g. tests/fixtures/encoders/eval_sentences.txt)");
+  const AccuracyProbe probe(o.source, read_eval_sentences(eval));
+  std::fprintf(stderr, "auto: %zu ops, %zu sentences (%lld tokens), gate min cosine >= %g\n",
+               probe.ops().size(), probe.sentences(), static_cast<long long>(probe.tokens()), gate);
+  AutoOptions ao;
+  ao.gate = gate;
+  ao.log = [](const std::string& line) { std::fprintf(stderr, "auto: %s\n", line.c_str()); };
+  const AutoChoice c = choose_precisions(probe, ao);
+  size_t width = 6;
+  for (const OpChoice& op : c.ops) width = std::max(width, op.tensor.size());
+  std::printf("%-*s  %-9s  %10s  %10s  %11s  %s\n", static_cast<int>(width), "tensor", "precision",
+              "bytes", "min cosine", "mean cosine", "rejected (min cosine)");
+  for (const OpChoice& op : c.ops) {
+    std::string rejected;
+    for (const auto& [prec, a] : op.rejected) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, "%s%s %.6f", rejected.empty() ? "" : ", ", prec.c_str(), a.min_cosine);
+      rejected += buf;
+    }
+    std::printf("%-*s  %-9s  %10llu  %10.6f  %11.6f  %s\n", static_cast<int>(width), op.tensor.c_str(),
+                op.plan.precision.c_str(), static_cast<unsigned long long>(op.bytes),
+                op.accuracy.min_cosine, op.accuracy.mean_cosine, rejected.c_str());
+  }
+  std::printf("auto: min cosine %.6f, mean %.6f over %zu sentences (gate %g); tensors %s vs %s "
+              "at f32 (%.1f%%)\n",
+              c.accuracy.min_cosine, c.accuracy.mean_cosine, c.sentences, gate,
+              human_bytes(c.bytes).c_str(), human_bytes(c.bytes_f32).c_str(),
+              100.0 * c.bytes / c.bytes_f32);
+  o.source = probe.model().path();
+  o.plans = c.plans();
+  o.tensor_fields = c.tensor_fields();
+  o.auto_record = c.record({{"path", std::filesystem::absolute(eval).lexically_normal().string()},
+                            {"sha256", sha256_file(eval)},
+                            {"sentences", probe.sentences()},
+                            {"tokens", probe.tokens()}});
+}
+
 }  // namespace
 
 void add_checkpoint_command(CLI::App& app) {
@@ -104,8 +150,9 @@ void add_checkpoint_command(CLI::App& app) {
   cmd->require_subcommand(1);
 
   struct BakeArgs {
-    std::string source, output, precision;
+    std::string source, output, precision, eval;
     int64_t group = 0;
+    double gate = 0.999;
   };
   auto bake = std::make_shared<BakeArgs>();
   CLI::App* b = cmd->add_subcommand(
@@ -114,12 +161,17 @@ void add_checkpoint_command(CLI::App& app) {
       ->required();
   b->add_option("-o,--output", bake->output, "Baked file to write")->required();
   b->add_option("--precision", bake->precision,
-                "Weight-matrix storage: f32, f16, bf16, bfp16, int8, int4 or keep")
+                "Weight-matrix storage: f32, f16, bf16, bfp16, int8, int4, keep, or auto (per "
+                "tensor, the cheapest that keeps the embeddings' cosine to f32 >= --gate on --eval)")
       ->required()
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "bfp16", "int8", "int4", "keep"}));
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "bfp16", "int8", "int4", "keep", "auto"}));
   b->add_option("--group", bake->group,
                 "int8/int4 quantization group (default: int8 one scale per row, int4 32)")
       ->check(CLI::PositiveNumber);
+  b->add_option("--eval", bake->eval,
+                "auto: evaluation sentences, one per line (tests/fixtures/encoders/eval_sentences.txt)");
+  b->add_option("--gate", bake->gate, "auto: minimum cosine to the f32 embeddings (default 0.999)")
+      ->check(CLI::Range(0.0, 1.0));
   b->callback([bake] {
     BakeOptions o;
     o.source = bake->source;
@@ -128,6 +180,8 @@ void add_checkpoint_command(CLI::App& app) {
     o.group = bake->group;
     o.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
     const auto t0 = std::chrono::steady_clock::now();
+    if (o.precision == Precision::Auto) plan_auto(o, bake->eval, bake->gate);
+    else if (!bake->eval.empty()) throw std::invalid_argument("--eval applies only to --precision auto");
     const BakeSummary s = bake_checkpoint(o);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

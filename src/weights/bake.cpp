@@ -19,7 +19,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kPrecisionNames[] = {"f32", "f16", "bf16", "bfp16", "int8", "int4", "keep"};
+constexpr const char* kPrecisionNames[] = {"f32", "f16", "bf16", "bfp16", "int8", "int4", "keep", "auto"};
 constexpr uint64_t kMaxEmbeddedFile = 64ull << 20;
 constexpr int64_t kChunkValues = 1 << 20;  // values converted per step (bounds memory)
 
@@ -42,15 +42,35 @@ std::string read_text(const fs::path& p) {
 }
 
 // Files of a checkpoint directory worth carrying along: tokenizer, generation and
-// preprocessor configs, licences. Weights in any format and hidden files are left out.
-bool embeddable(const fs::directory_entry& e) {
+// preprocessor configs, licences, and sentence-transformers' module configs in subdirectories
+// (modules.json, 1_Pooling/config.json ...), which decide the pooling. Weights in any format and
+// hidden files and directories are left out.
+bool embeddable(const fs::path& rel, const fs::directory_entry& e) {
   if (!e.is_regular_file()) return false;
-  const std::string n = e.path().filename().string();
-  if (n.empty() || n[0] == '.' || n == "config.json") return false;
+  for (const auto& part : rel)
+    if (part.string().empty() || part.string()[0] == '.') return false;
+  const std::string n = rel.filename().string();
+  if (rel == "config.json") return false;  // carried parsed, as "config"
   for (const char* ext : {".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack",
-                          ".onnx", ".ckpt", ".index.json", ".tmp"})
+                          ".onnx", ".ckpt", ".index.json", ".tmp", ".xdna"})
     if (n.ends_with(ext)) return false;
   return e.file_size() <= kMaxEmbeddedFile;
+}
+
+// Every embeddable file under `base`, as '/'-separated relative names, sorted.
+std::vector<std::string> embeddable_files(const fs::path& base) {
+  std::vector<std::string> out;
+  for (auto it = fs::recursive_directory_iterator(base); it != fs::recursive_directory_iterator(); ++it) {
+    const std::string leaf = it->path().filename().string();
+    if (it->is_directory() && !leaf.empty() && leaf[0] == '.') {  // .git, .cache: not model files
+      it.disable_recursion_pending();
+      continue;
+    }
+    const fs::path rel = fs::relative(it->path(), base);
+    if (embeddable(rel, *it)) out.push_back(rel.generic_string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace
@@ -66,6 +86,7 @@ const char* precision_name(Precision p) { return kPrecisionNames[static_cast<siz
 TensorPlan plan_tensor(const std::string& name, const Shape& shape, DType source, Precision p,
                        int64_t group) {
   if (p == Precision::Keep) return {source, 0, "keep", ""};
+  if (p == Precision::Auto) p = Precision::F32;  // tensors the auto plan does not list
   if (source == DType::I32 || source == DType::I8) return {source, 0, "integer", ""};
   const bool matrix = shape.size() == 2 && name.ends_with("weight");
   if (!matrix) return {DType::F32, 0, "f32", ""};
@@ -97,7 +118,8 @@ TensorPlan plan_tensor(const std::string& name, const Shape& shape, DType source
                                         " is not a multiple of group " + std::to_string(g) +
                                         "; stored as f32"};
     }
-    case Precision::Keep: break;
+    case Precision::Keep:
+    case Precision::Auto: break;
   }
   return {source, 0, "keep", ""};
 }
@@ -149,6 +171,9 @@ BakeSummary bake_checkpoint(const BakeOptions& opts) {
     throw std::invalid_argument("--group applies only to int8 and int4");
   if (opts.precision == Precision::Int4 && opts.group % 2 != 0)
     throw std::invalid_argument("int4 group must be even");
+  if (opts.precision == Precision::Auto && opts.plans.empty())
+    throw std::invalid_argument("precision auto needs a plan per tensor (choose_precisions in "
+                                "src/pipeline/precision_auto.h)");
 
   std::unique_ptr<WeightSource> src = open_weights(opts.source);
   if (src->format() == "baked")
@@ -180,6 +205,13 @@ BakeSummary bake_checkpoint(const BakeOptions& opts) {
                    {"metadata", src->metadata()}});
   w.set("precision", precision_name(opts.precision));
   w.set("group", opts.group);
+  if (opts.precision == Precision::Auto) {
+    w.set("auto", opts.auto_record);
+    for (const auto& [name, plan] : opts.plans)
+      if (!src->contains(name))
+        throw std::invalid_argument("precision auto: the plan names '" + name +
+                                    "', which the source does not have");
+  }
   w.set("config", nullptr);
   if (is_dir) {
     if (fs::exists(base / "config.json")) {
@@ -189,13 +221,9 @@ BakeSummary bake_checkpoint(const BakeOptions& opts) {
         throw std::runtime_error((base / "config.json").string() + ": " + e.what());
       }
     }
-    std::vector<fs::path> extra;
-    for (const auto& e : fs::directory_iterator(base))
-      if (embeddable(e)) extra.push_back(e.path());
-    std::sort(extra.begin(), extra.end());
-    for (const auto& p : extra) {
-      log("embedding " + p.filename().string());
-      w.add_file(p.filename().string(), read_text(p));
+    for (const std::string& name : embeddable_files(base)) {
+      log("embedding " + name);
+      w.add_file(name, read_text(base / name));
     }
   }
 
@@ -218,7 +246,9 @@ BakeSummary bake_checkpoint(const BakeOptions& opts) {
       }
       src->get(t.name);  // throws: names the tensor and its unsupported type
     }
-    TensorPlan plan = plan_tensor(t.name, t.shape, *t.dtype, opts.precision, opts.group);
+    const bool planned = opts.precision == Precision::Auto && opts.plans.count(t.name);
+    TensorPlan plan = planned ? opts.plans.at(t.name)
+                              : plan_tensor(t.name, t.shape, *t.dtype, opts.precision, opts.group);
     if (!plan.warning.empty()) log("warning: '" + t.name + "': " + plan.warning);
     json entry = {{"name", t.name},
                   {"dtype", dtype_name(plan.dtype)},
@@ -230,6 +260,8 @@ BakeSummary bake_checkpoint(const BakeOptions& opts) {
       entry["scales"] = t.name + ".scales";
       entry["group"] = plan.group;
     }
+    if (opts.precision == Precision::Auto && opts.tensor_fields.count(t.name))
+      for (const auto& [k, v] : opts.tensor_fields.at(t.name).items()) entry[k] = v;
     w.add_tensor(entry);
     if (plan.group) {
       Shape sshape = t.shape;

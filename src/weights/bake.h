@@ -8,20 +8,25 @@
 //   - a matrix whose row length the format cannot split (bfp16: multiple of 8; int8/int4: of
 //     the group) is stored as f32, with a warning;
 //   - integer tensors are copied unchanged; `keep` stores every tensor as the source has it
-//     (GGUF quantized tensors stay in their GGML block format).
+//     (GGUF quantized tensors stay in their GGML block format);
+//   - `auto` takes a precision per tensor from BakeOptions::plans (chosen by measuring the
+//     model's accuracy: src/pipeline/precision_auto.h); unlisted tensors follow the f32 rules.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
 #include "core/tensor.h"
 
 namespace xdna {
 
-enum class Precision { F32, F16, BF16, BFP16, Int8, Int4, Keep };
+enum class Precision { F32, F16, BF16, BFP16, Int8, Int4, Keep, Auto };
 std::optional<Precision> precision_from_name(std::string_view name);
 const char* precision_name(Precision p);
 
@@ -43,6 +48,11 @@ struct BakeOptions {
   Precision precision = Precision::Keep;
   int64_t group = 0;  // int8: 0 = one scale per row; int4: 0 = kDefaultInt4Group
   std::function<void(const std::string&)> log;  // progress lines; may be empty
+  // Precision::Auto: the plan per tensor name, extra manifest fields per tensor (the measured
+  // cosines) and the manifest's top-level "auto" record. Ignored for the other precisions.
+  std::map<std::string, TensorPlan> plans{};
+  std::map<std::string, nlohmann::json> tensor_fields{};
+  nlohmann::json auto_record{};
 };
 
 struct BakeSummary {

@@ -226,6 +226,34 @@ TEST(Bake, ShardedFixtureBakesWithConfigAndTokenizer) {
   EXPECT_EQ(m.manifest()["source"]["files"].size(), 4u);  // 2 shards, config, index
 }
 
+// sentence-transformers keeps its head in subdirectories (1_Pooling/config.json decides CLS or
+// mean pooling): a bake must carry them, under their relative names, but no weights in any
+// subdirectory and nothing hidden.
+TEST(Bake, CarriesSubdirectoryFilesButNoWeightsOrHiddenFiles) {
+  TempDir dir;
+  make_checkpoint(dir);
+  const std::string pooling = R"({"word_embedding_dimension": 64, "pooling_mode_cls_token": true})";
+  std::filesystem::create_directories(dir.path / "1_Pooling");
+  std::filesystem::create_directories(dir.path / "onnx");
+  std::filesystem::create_directories(dir.path / ".git/objects");
+  write_text(dir / "1_Pooling/config.json", pooling);
+  write_text(dir / "modules.json", R"([{"path": "1_Pooling", "type": "x.Pooling"}])");
+  write_text(dir / "sentence_bert_config.json", R"({"max_seq_length": 128})");
+  write_text(dir / "onnx/model.onnx", "not carried");
+  write_text(dir / "onnx/model.safetensors.index.json", "{}");
+  write_text(dir / ".git/objects/pack", "not carried");
+  write_text(dir / "1_Pooling/.hidden", "not carried");
+  bake_checkpoint({dir.path.string(), dir / "p.xdna", Precision::F32, 0, {}});
+  BakedModel m(dir / "p.xdna");
+  ASSERT_TRUE(m.has_file("1_Pooling/config.json"));
+  EXPECT_EQ(m.file("1_Pooling/config.json"), pooling);
+  EXPECT_TRUE(m.has_file("modules.json"));
+  EXPECT_TRUE(m.has_file("sentence_bert_config.json"));
+  EXPECT_TRUE(m.has_file("tokenizer.json"));
+  EXPECT_EQ(m.file_names(), (std::vector<std::string>{"1_Pooling/config.json", "modules.json",
+                                                      "sentence_bert_config.json", "tokenizer.json"}));
+}
+
 TEST(Baked, Sha256KnownAnswer) {
   EXPECT_EQ(sha256_hex("abc", 3),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
