@@ -9,7 +9,7 @@ std::string_view op_name(OpKind k) {
       "matmul", "add",      "mul",       "scale",         "layer_norm", "rms_norm",
       "gelu",   "gelu_tanh", "silu",     "relu",          "softmax",    "rope",
       "attention", "conv1d", "conv2d",   "pixel_shuffle", "pool2d",     "embedding",
-      "concat", "slice",    "transpose", "reshape"};
+      "concat", "slice",    "transpose", "reshape", "kv_write"};
   return names.at(static_cast<size_t>(k));
 }
 

@@ -20,7 +20,7 @@ enum class OpKind : uint8_t {
   Silu,
   Relu,
   Softmax,       // over the last dimension
-  Rope,          // x [T, H, D]; attrs.rope_*; positions from attrs.position
+  Rope,          // x [T, H, D], [inv_freq [rope_dims / 2]]; attrs.rope_*; positions from attrs.position
   Attention,     // q [T, Hq, D], k/v [S, Hkv, D]; GQA when Hq > Hkv; causal or not; window
   Conv1d,        // x [Cin, L], w [Cout, Cin/groups, K], [bias]
   Conv2d,        // x [Cin, H, W], w [Cout, Cin/groups, Kh, Kw], [bias]
@@ -31,6 +31,8 @@ enum class OpKind : uint8_t {
   Slice,
   Transpose,
   Reshape,
+  KvWrite,       // cache [S, H, D], x [T, H, D]: rows [attrs.start, +T) of cache := x, in place;
+                 // returns the view of cache rows [0, attrs.start + T) (see docs/ops.md)
   Count_,
 };
 

@@ -1,7 +1,10 @@
 #include "host/host_backend.h"
 
+#include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "host/attention.h"
 #include "host/conv.h"
@@ -32,6 +35,56 @@ static Tensor matmul_nd(const Tensor& x, const Tensor& w, const Tensor* bias) {
   Shape out = x.shape();
   out.back() = w.dim(0);
   return y.reshape(out);
+}
+
+// Rope with explicit frequencies (llama3 / linear scaling, GGUF rope_freqs): pair i of each head
+// turns by pos * inv_freq[i]; the first 2 * inv_freq.numel() values of each head are rotated.
+static Tensor rope_with_freqs(const Tensor& x_in, const Tensor& freqs_in, int64_t position,
+                              RopeLayout layout) {
+  const Tensor freqs = host::to_f32(freqs_in);
+  Tensor y = host::to_f32(x_in);
+  if (y.buffer() == x_in.buffer()) y = y.clone();  // never rotate the caller's tensor in place
+  const int64_t half = freqs.numel();
+  if (y.ndim() != 3 || freqs.ndim() != 1 || 2 * half > y.dim(2) || position < 0)
+    throw std::invalid_argument("rope: expects x [T, H, D] and inv_freq [<= D/2] at a position >= 0, got x " +
+                                shape_str(y.shape()) + ", inv_freq " + shape_str(freqs.shape()));
+  const int64_t T = y.dim(0), H = y.dim(1), D = y.dim(2);
+  const float* f = freqs.data<float>();
+  std::vector<float> c(half), s(half);
+  for (int64_t t = 0; t < T; ++t) {
+    const float pos = float(position + t);  // f32 angles, as transformers computes them
+    for (int64_t i = 0; i < half; ++i) {
+      c[i] = std::cos(pos * f[i]);
+      s[i] = std::sin(pos * f[i]);
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      float* v = y.data<float>() + (t * H + h) * D;
+      for (int64_t i = 0; i < half; ++i) {
+        const int64_t i0 = layout == RopeLayout::HalfSplit ? i : 2 * i;
+        const int64_t i1 = layout == RopeLayout::HalfSplit ? i + half : 2 * i + 1;
+        const float a = v[i0], b = v[i1];
+        v[i0] = a * c[i] - b * s[i];
+        v[i1] = b * c[i] + a * s[i];
+      }
+    }
+  }
+  return y;
+}
+
+// Writes x [T, H, D] into rows [start, start + T) of cache [S, H, D] (f32, packed, writable) and
+// returns the view of rows [0, start + T): the KV cache grows inside the graph, no copy of the
+// prefix per step.
+static Tensor kv_write(const Tensor& cache, const Tensor& x_in, int64_t start) {
+  const Tensor x = host::to_f32(x_in);
+  if (cache.ndim() != 3 || x.ndim() != 3 || cache.dtype() != DType::F32 || !cache.is_contiguous() ||
+      !cache.writable() || x.dim(1) != cache.dim(1) || x.dim(2) != cache.dim(2) || start < 0 ||
+      start + x.dim(0) > cache.dim(0))
+    throw std::invalid_argument("kv_write: cannot write x " + shape_str(x.shape()) + " at row " +
+                                std::to_string(start) + " of cache " + shape_str(cache.shape()) +
+                                " (needs a packed, writable f32 cache with room)");
+  const int64_t row = x.dim(1) * x.dim(2);
+  std::memcpy(cache.data<float>() + start * row, x.data<float>(), x.numel() * sizeof(float));
+  return cache.slice(0, 0, start + x.dim(0));
 }
 
 Tensor HostBackend::compute(const Node& n, std::span<const Tensor> in) {
@@ -74,7 +127,8 @@ Tensor HostBackend::compute(const Node& n, std::span<const Tensor> in) {
         throw std::invalid_argument("softmax '" + n.name + "': only the last axis is supported");
       return host::softmax(in[0]);
     case OpKind::Rope:
-      arity(n, in, 1, 1);
+      arity(n, in, 1, 2);
+      if (in.size() == 2) return rope_with_freqs(in[0], in[1], a.position, a.rope_layout);
       return host::rope(in[0], a.position, a.rope_theta, a.rope_dims, a.rope_layout);
     case OpKind::Attention: {
       arity(n, in, 3, 4);
@@ -121,6 +175,9 @@ Tensor HostBackend::compute(const Node& n, std::span<const Tensor> in) {
     case OpKind::Reshape:
       arity(n, in, 1, 1);
       return host::reshape(in[0], a.shape);
+    case OpKind::KvWrite:
+      arity(n, in, 2, 2);
+      return kv_write(in[0], in[1], a.start);
     case OpKind::Count_:
       break;
   }

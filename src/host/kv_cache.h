@@ -18,6 +18,12 @@ class KvCache {
   Tensor keys(int64_t layer) const;
   Tensor values(int64_t layer) const;
   int64_t length(int64_t layer) const;
+  // Views [max_len, Hkv, D] of a layer's whole buffers, for writers that fill rows in place
+  // (the kv_write op), followed by set_length.
+  Tensor key_storage(int64_t layer) const;
+  Tensor value_storage(int64_t layer) const;
+  // Declares positions [0, n) of every layer filled (0 <= n <= max_len).
+  void set_length(int64_t n);
   // Forgets everything after the first n positions of every layer (n = 0: clear).
   void truncate(int64_t n);
 

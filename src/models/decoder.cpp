@@ -1,0 +1,352 @@
+#include "models/decoder.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "host/host_backend.h"
+#include "host/ops.h"
+
+namespace xdna {
+
+namespace {
+
+// Prefixes a checkpoint may put in front of the decoder's names (Gemma 3 multimodal exports keep
+// the text model under "language_model.").
+const char* const kPrefixes[] = {"", "language_model."};
+
+struct LayerWeights {
+  Tensor attn_norm, q, k, v, o, bq, bk, bv, q_norm, k_norm, post_attn_norm;
+  Tensor ffn_norm, gate, up, down, post_ffn_norm;
+};
+
+Tensor i32_tensor(const std::vector<int32_t>& v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::I32);
+  std::copy(v.begin(), v.end(), t.data<int32_t>());
+  return t;
+}
+
+OpKind activation_op(Activation a) {
+  switch (a) {
+    case Activation::Gelu: return OpKind::Gelu;
+    case Activation::GeluTanh: return OpKind::GeluTanh;
+    case Activation::Relu: return OpKind::Relu;
+    case Activation::Silu: return OpKind::Silu;
+  }
+  throw std::logic_error("activation_op: unknown activation");
+}
+
+// RoPE frequencies of one layer kind, in f32 exactly as transformers computes them:
+// theta^(-2i/D), then llama3 or linear scaling, then GGUF's per-pair divisors.
+Tensor rope_frequencies(const DecoderSpec& s, bool local, const Tensor& divisors) {
+  const int64_t half = s.head_dim / 2;
+  Tensor f = Tensor::empty({half});
+  float* inv = f.data<float>();
+  const float theta = local ? s.rope_theta_local : s.rope_theta;
+  for (int64_t i = 0; i < half; ++i)
+    inv[i] = 1.0f / std::pow(theta, float(2 * i) / float(s.head_dim));
+  if (!local && s.rope_scale_factor > 0.0f) {  // llama3: stretch only the low frequencies
+    const float factor = s.rope_scale_factor, lo = s.rope_low_freq_factor, hi = s.rope_high_freq_factor;
+    const float old_len = static_cast<float>(s.rope_original_max_positions);
+    const float low_wavelen = old_len / lo, high_wavelen = old_len / hi;
+    for (int64_t i = 0; i < half; ++i) {
+      const float wavelen = 2.0f * static_cast<float>(M_PI) / inv[i];
+      if (wavelen > low_wavelen) {
+        inv[i] = inv[i] / factor;
+      } else if (wavelen >= high_wavelen) {
+        const float smooth = (old_len / wavelen - lo) / (hi - lo);
+        inv[i] = (1.0f - smooth) * inv[i] / factor + smooth * inv[i];
+      }
+    }
+  }
+  if (!local && s.rope_linear_factor != 1.0f)
+    for (int64_t i = 0; i < half; ++i) inv[i] /= s.rope_linear_factor;
+  if (divisors.defined() && !local) {
+    const std::vector<float> d = divisors.to_vector();
+    for (int64_t i = 0; i < half; ++i) inv[i] /= d[i];
+  }
+  return f;
+}
+
+}  // namespace
+
+struct Decoder::Impl {
+  std::string prefix;
+  Tensor token_embd, output, final_norm;
+  Tensor inv_freq_global, inv_freq_local;
+  std::vector<LayerWeights> layers;
+};
+
+namespace {
+
+// GGML q5_0 (f16 d; u8 qh[4]; u8 qs[16]: value = d * (5-bit q - 16)) has no engine dtype, but
+// every value is d times an integer in [-16, 15], so it is exactly a q8_0 block (f16 d; int8
+// q[32]) with the same d. Llama.cpp's Q4_K_M files use q5_0 for some matrices (Gemma 3 270M: q,
+// k, gate, up), so those are repacked once at load: lossless, 34 instead of 22 bytes a block.
+Tensor q5_0_as_q8_0(const TensorInfo& info) {
+  constexpr int64_t kIn = 22, kOut = 34, kValues = 32;
+  const int64_t blocks = static_cast<int64_t>(info.bytes) / kIn;
+  if (info.shape.size() != 2 || blocks * kIn != static_cast<int64_t>(info.bytes) ||
+      blocks * kValues != shape_numel(info.shape))
+    throw std::runtime_error(info.file + ": q5_0 tensor '" + info.name + "' has an inconsistent size");
+  std::vector<uint8_t> raw(info.bytes);
+  std::ifstream f(info.file, std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(info.offset));
+  if (!f.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size())))
+    throw std::runtime_error(info.file + ": cannot read tensor '" + info.name + "'");
+  Tensor out = Tensor::empty(info.shape, DType::Q8_0);
+  uint8_t* dst = reinterpret_cast<uint8_t*>(out.raw());
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* in = raw.data() + b * kIn;
+    uint8_t* o = dst + b * kOut;
+    std::memcpy(o, in, 2);  // d
+    uint32_t qh;
+    std::memcpy(&qh, in + 2, 4);
+    const uint8_t* qs = in + 6;
+    int8_t* q = reinterpret_cast<int8_t*>(o + 2);
+    for (int j = 0; j < 16; ++j) {
+      q[j] = static_cast<int8_t>(((qs[j] & 0x0F) | (((qh >> j) & 1u) << 4)) - 16);
+      q[j + 16] = static_cast<int8_t>(((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16);
+    }
+  }
+  return out;
+}
+
+class Loader {
+ public:
+  Loader(const WeightSource& src, std::string prefix) : src_(src), prefix_(std::move(prefix)) {}
+
+  bool has(const std::string& name) const { return !name.empty() && src_.contains(prefix_ + name); }
+
+  Tensor get(const std::string& name, const Shape& expect) const {
+    const std::string full = prefix_ + name;
+    if (!src_.contains(full))
+      throw std::runtime_error(src_.path() + ": missing tensor '" + full + "'");
+    const TensorInfo& info = src_.info(full);
+    Tensor t = !info.dtype && info.file_dtype == "q5_0" ? q5_0_as_q8_0(info) : src_.get(full);
+    if (t.shape() != expect)
+      throw std::runtime_error(src_.path() + ": tensor '" + full + "' has shape " +
+                               shape_str(t.shape()) + ", expected " + shape_str(expect));
+    return t;
+  }
+  // Small per-channel parameters (norms, biases) as f32 once, not dequantized every step.
+  Tensor param(const std::string& name, int64_t n) const { return host::to_f32(get(name, {n})); }
+
+ private:
+  const WeightSource& src_;
+  std::string prefix_;
+};
+
+}  // namespace
+
+Decoder::Decoder(DecoderSpec spec, std::shared_ptr<const WeightSource> weights)
+    : spec_(std::move(spec)), source_(std::move(weights)) {
+  if (!source_) throw std::invalid_argument("Decoder: no weights");
+  const DecoderSpec& s = spec_;
+  const DecoderWeightNames& n = s.names;
+  auto impl = std::make_shared<Impl>();
+  bool found = false;
+  for (const char* p : kPrefixes)
+    if (source_->contains(p + n.token_embd)) {
+      impl->prefix = p;
+      found = true;
+      break;
+    }
+  if (!found)
+    throw std::runtime_error(source_->path() + ": missing tensor '" + n.token_embd +
+                             "': not a " + s.family + " checkpoint?");
+  const Loader L(*source_, impl->prefix);
+  const int64_t H = s.hidden, I = s.intermediate, D = s.head_dim;
+  const int64_t Q = s.heads * D, KV = s.kv_heads * D;
+  const auto name = [](const std::string& pattern, int64_t i) { return layer_name(pattern, i); };
+
+  impl->token_embd = L.get(n.token_embd, {s.vocab_size, H});
+  impl->output = !s.tied_embeddings && L.has(n.output) ? L.get(n.output, {s.vocab_size, H})
+                                                       : impl->token_embd;
+  impl->final_norm = L.param(n.final_norm, H);
+  const Tensor divisors = L.has(n.rope_freqs) ? L.param(n.rope_freqs, D / 2) : Tensor();
+  impl->inv_freq_global = rope_frequencies(s, false, divisors);
+  impl->inv_freq_local = rope_frequencies(s, true, divisors);
+
+  for (int64_t i = 0; i < s.layers; ++i) {
+    LayerWeights w;
+    w.attn_norm = L.param(name(n.attn_norm, i), H);
+    w.q = L.get(name(n.q, i), {Q, H});
+    w.k = L.get(name(n.k, i), {KV, H});
+    w.v = L.get(name(n.v, i), {KV, H});
+    w.o = L.get(name(n.o, i), {H, Q});
+    if (s.attn_bias) {
+      const auto bias = [&](const std::string& wn, int64_t rows) { return L.param(bias_name(name(wn, i)), rows); };
+      w.bq = bias(n.q, Q);
+      w.bk = bias(n.k, KV);
+      w.bv = bias(n.v, KV);
+    }
+    if (s.qk_norm) {
+      w.q_norm = L.param(name(n.q_norm, i), D);
+      w.k_norm = L.param(name(n.k_norm, i), D);
+    }
+    w.ffn_norm = L.param(name(n.ffn_norm, i), H);
+    w.gate = L.get(name(n.gate, i), {I, H});
+    w.up = L.get(name(n.up, i), {I, H});
+    w.down = L.get(name(n.down, i), {H, I});
+    if (s.sandwich_norms) {
+      w.post_attn_norm = L.param(name(n.post_attn_norm, i), H);
+      w.post_ffn_norm = L.param(name(n.post_ffn_norm, i), H);
+    }
+    impl->layers.push_back(std::move(w));
+  }
+  impl_ = std::move(impl);
+}
+
+uint64_t Decoder::kv_cache_bytes(int64_t context_length) const {
+  return static_cast<uint64_t>(context_length) * static_cast<uint64_t>(spec_.layers) * 2u *
+         static_cast<uint64_t>(spec_.kv_heads * spec_.head_dim) * sizeof(float);
+}
+
+DecoderState Decoder::new_state(int64_t context_length, uint64_t memory_budget_bytes) const {
+  if (context_length < 0) throw std::invalid_argument("decoder: negative context length");
+  int64_t n = context_length == 0 ? spec_.max_positions : context_length;
+  if (memory_budget_bytes > 0) {
+    const int64_t fit = static_cast<int64_t>(memory_budget_bytes / kv_cache_bytes(1));
+    if (fit < 1)
+      throw std::invalid_argument("decoder: a KV cache budget of " + std::to_string(memory_budget_bytes) +
+                                  " bytes cannot hold one token (" + std::to_string(kv_cache_bytes(1)) +
+                                  " bytes per token)");
+    n = std::min(n, fit);
+  }
+  return DecoderState{host::KvCache(spec_.layers, n, spec_.kv_heads, spec_.head_dim), 0};
+}
+
+namespace {
+
+// Graph-building helpers: weights enter the graph as constant inputs.
+struct Builder {
+  Graph g;
+  ValueId constant(const std::string& name, const Tensor& t) { return g.input(name, t); }
+  ValueId matmul(ValueId x, const Tensor& w, const Tensor& b, const std::string& name) {
+    std::vector<ValueId> in{x, constant(name + ".w", w)};
+    if (b.defined()) in.push_back(constant(name + ".b", b));
+    return g.add(OpKind::MatMul, in, {}, name);
+  }
+  ValueId rms_norm(ValueId x, const Tensor& w, const DecoderSpec& s, const std::string& name) {
+    OpAttrs a;
+    a.eps = s.norm_eps;
+    a.rms_offset = s.rms_offset;
+    return g.add(OpKind::RMSNorm, {x, constant(name + ".w", w)}, a, name);
+  }
+  ValueId reshape(ValueId x, Shape shape, const std::string& name) {
+    OpAttrs a;
+    a.shape = std::move(shape);
+    return g.add(OpKind::Reshape, {x}, a, name);
+  }
+};
+
+}  // namespace
+
+DecoderStep Decoder::forward(const std::vector<int32_t>& ids, DecoderState& state, bool all_logits,
+                             std::vector<Backend*> backends) const {
+  const DecoderSpec& s = spec_;
+  const Impl& w = *impl_;
+  const int64_t T = static_cast<int64_t>(ids.size()), pos = state.position;
+  const int64_t H = s.hidden, D = s.head_dim, Hq = s.heads, Hkv = s.kv_heads;
+  if (T == 0) throw std::invalid_argument("decoder: no tokens to run");
+  for (int32_t id : ids)
+    if (id < 0 || id >= s.vocab_size)
+      throw std::invalid_argument("decoder: token id " + std::to_string(id) + " outside the vocabulary [0, " +
+                                  std::to_string(s.vocab_size) + ")");
+  if (pos + T > state.context_length())
+    throw std::invalid_argument("decoder: " + std::to_string(pos) + " cached + " + std::to_string(T) +
+                                " new tokens = " + std::to_string(pos + T) +
+                                " exceeds the context length of " + std::to_string(state.context_length()));
+  if (state.cache.layers() != s.layers || state.cache.key_storage(0).dim(1) != Hkv ||
+      state.cache.key_storage(0).dim(2) != D)
+    throw std::invalid_argument("decoder: the state's KV cache was not made for this model");
+  if (pos < 0 || pos > state.cache.length(0))
+    throw std::invalid_argument("decoder: state position " + std::to_string(pos) + " is past the " +
+                                std::to_string(state.cache.length(0)) + " cached tokens");
+
+  Builder b;
+  Graph& g = b.g;
+  ValueId x = g.add(OpKind::Embedding, {b.constant("token_embd", w.token_embd), g.input("ids", i32_tensor(ids))},
+                    {}, "embed");
+  if (s.embed_scale != 1.0f) {
+    OpAttrs a;
+    a.scale = s.embed_scale;
+    x = g.add(OpKind::Scale, {x}, a, "embed.scale");
+  }
+  const ValueId freq_global = b.constant("rope.inv_freq", w.inv_freq_global);
+  const ValueId freq_local = b.constant("rope.inv_freq_local", w.inv_freq_local);
+
+  for (int64_t i = 0; i < s.layers; ++i) {
+    const LayerWeights& lw = w.layers[i];
+    const std::string L = "L" + std::to_string(i) + ".";
+    const bool local = s.is_local(i);
+
+    ValueId h = b.rms_norm(x, lw.attn_norm, s, L + "attn_norm");
+    ValueId q = b.reshape(b.matmul(h, lw.q, lw.bq, L + "q"), {T, Hq, D}, L + "q.heads");
+    ValueId k = b.reshape(b.matmul(h, lw.k, lw.bk, L + "k"), {T, Hkv, D}, L + "k.heads");
+    ValueId v = b.reshape(b.matmul(h, lw.v, lw.bv, L + "v"), {T, Hkv, D}, L + "v.heads");
+    if (s.qk_norm) {
+      q = b.rms_norm(q, lw.q_norm, s, L + "q_norm");
+      k = b.rms_norm(k, lw.k_norm, s, L + "k_norm");
+    }
+    OpAttrs rope;
+    rope.rope_layout = s.rope_layout == 0 ? RopeLayout::Interleaved : RopeLayout::HalfSplit;
+    rope.position = pos;
+    const ValueId freqs = local ? freq_local : freq_global;
+    q = g.add(OpKind::Rope, {q, freqs}, rope, L + "q.rope");
+    k = g.add(OpKind::Rope, {k, freqs}, rope, L + "k.rope");
+
+    // The new K/V go into the preallocated cache in place; attention reads the filled prefix.
+    OpAttrs kw;
+    kw.start = pos;
+    const ValueId keys = g.add(OpKind::KvWrite, {b.constant(L + "cache.k", state.cache.key_storage(i)), k}, kw,
+                               L + "cache.k.write");
+    const ValueId values = g.add(OpKind::KvWrite, {b.constant(L + "cache.v", state.cache.value_storage(i)), v},
+                                 kw, L + "cache.v.write");
+    OpAttrs at;
+    at.causal = true;
+    at.q_offset = pos;
+    at.window = local ? s.sliding_window : 0;
+    at.attn_scale = s.attn_scale;
+    ValueId o = g.add(OpKind::Attention, {q, keys, values}, at, L + "attention");
+    o = b.matmul(b.reshape(o, {T, Hq * D}, L + "merge_heads"), lw.o, {}, L + "o");
+    if (s.sandwich_norms) o = b.rms_norm(o, lw.post_attn_norm, s, L + "post_attn_norm");
+    x = g.add(OpKind::Add, {x, o}, {}, L + "attn_residual");
+
+    h = b.rms_norm(x, lw.ffn_norm, s, L + "ffn_norm");
+    ValueId gate = g.add(activation_op(s.act), {b.matmul(h, lw.gate, {}, L + "gate")}, {}, L + "act");
+    ValueId m = g.add(OpKind::Mul, {gate, b.matmul(h, lw.up, {}, L + "up")}, {}, L + "gated");
+    m = b.matmul(m, lw.down, {}, L + "down");
+    if (s.sandwich_norms) m = b.rms_norm(m, lw.post_ffn_norm, s, L + "post_ffn_norm");
+    x = g.add(OpKind::Add, {x, m}, {}, L + "ffn_residual");
+  }
+  if (!all_logits && T > 1) {  // only the last token's logits are wanted: skip the other rows
+    OpAttrs a;
+    a.axis = 0;
+    a.start = T - 1;
+    a.end = T;
+    x = g.add(OpKind::Slice, {x}, a, "last_row");
+  }
+  x = b.rms_norm(x, w.final_norm, s, "final_norm");
+  const ValueId logits = b.matmul(x, w.output, {}, "output");
+  g.mark_output(logits);
+
+  HostBackend host;
+  if (backends.empty()) backends.push_back(&host);
+  Executor exec(backends);
+  DecoderStep out;
+  out.report = exec.run(g);
+  out.logits = host::to_f32(g.get(logits));
+  if (s.final_softcap > 0.0f) {  // cap * tanh(logits / cap); the op set has no tanh
+    float* p = out.logits.data<float>();
+    for (int64_t j = 0; j < out.logits.numel(); ++j) p[j] = s.final_softcap * std::tanh(p[j] / s.final_softcap);
+  }
+  state.cache.set_length(pos + T);
+  state.position = pos + T;
+  return out;
+}
+
+}  // namespace xdna

@@ -1,0 +1,61 @@
+// The decoder: one implementation for every decoder-only LLM family (llama, qwen3, gemma3),
+// driven by a DecoderSpec. A forward step lowers the new tokens into the op set as an
+// xdna::Graph and runs it with an xdna::Executor (so --device npu-sim works and every step can
+// report where each op ran). Prefill runs T tokens at once (GEMM); decode runs one (GEMV).
+//
+// Weights are zero-copy views of the WeightSource in whatever dtype the file holds (f32, f16,
+// bf16, int8/int4, bfp16, GGML Q4_K/Q6_K/Q8_0 ...): host::matmul reads them all directly.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/graph.h"
+#include "core/tensor.h"
+#include "host/kv_cache.h"
+#include "models/decoder_spec.h"
+#include "weights/source.h"
+
+namespace xdna {
+
+// One sequence's state: its KV cache (preallocated for the context length) and its position.
+struct DecoderState {
+  host::KvCache cache;
+  int64_t position = 0;  // tokens already in the cache
+  int64_t context_length() const { return cache.max_len(); }
+};
+
+struct DecoderStep {
+  Tensor logits;  // [rows, vocab] f32: the last token's logits, or every token's (all_logits)
+  RunReport report;
+};
+
+class Decoder {
+ public:
+  // Resolves and shape-checks every weight the spec names; throws std::runtime_error naming the
+  // missing or mis-shaped tensor.
+  Decoder(DecoderSpec spec, std::shared_ptr<const WeightSource> weights);
+
+  const DecoderSpec& spec() const { return spec_; }
+
+  // A fresh sequence state. context_length 0 = the model's maximum, capped so the KV cache fits
+  // in memory_budget_bytes (0 = no cap). Throws std::invalid_argument when even 1 token cannot fit.
+  DecoderState new_state(int64_t context_length = 0, uint64_t memory_budget_bytes = 0) const;
+  // Bytes the KV cache takes for a context length (for budgets and reports).
+  uint64_t kv_cache_bytes(int64_t context_length) const;
+
+  // Runs `ids` at positions state.position... appending their K/V to the cache, then advances
+  // the position. Throws std::invalid_argument (stating both lengths) if the cache would overflow
+  // or an id is out of the vocabulary. `backends` in order of preference; empty = host only.
+  DecoderStep forward(const std::vector<int32_t>& ids, DecoderState& state,
+                      bool all_logits = false, std::vector<Backend*> backends = {}) const;
+
+ private:
+  struct Impl;
+  DecoderSpec spec_;
+  std::shared_ptr<const WeightSource> source_;
+  std::shared_ptr<const Impl> impl_;  // resolved weight views
+};
+
+}  // namespace xdna
