@@ -2,6 +2,7 @@
 // (std::u32string): normalizers, pre-tokenizers and regexes all work per code point.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -9,6 +10,10 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "pipeline/tokenizer.h"
 
 namespace xdna::tok {
 
@@ -130,3 +135,56 @@ struct Decoder {
 };
 
 }  // namespace xdna::tok
+
+// ---- The whole tokenizer (tokenizer.cpp; tok_gguf.cpp builds one from GGUF metadata) --------
+namespace xdna {
+
+struct AddedToken {
+  std::u32string content;  // matched text: normalized form when `normalized`
+  int32_t id;
+  bool single_word, lstrip, rstrip, normalized, special;
+};
+
+struct TemplateItem {
+  bool is_sequence;
+  std::vector<int32_t> ids;  // special token ids when !is_sequence
+  int32_t type_id;
+};
+
+struct TokenizerImpl {
+  bool esm = false;
+  std::unique_ptr<tok::Normalizer> normalizer;
+  std::unique_ptr<tok::PreTokenizer> pre_tokenizer;
+  tok::Model model;
+  std::unique_ptr<tok::Decoder> decoder;
+  std::vector<AddedToken> added;  // both raw and normalized ones, longest first
+  std::unordered_map<char32_t, std::vector<uint32_t>> added_by_first;  // first char -> indices in `added`
+  std::unordered_map<int32_t, std::string> added_by_id;
+  std::unordered_map<std::string, int32_t> added_by_content;
+  std::vector<int32_t> special_ids;  // sorted
+  std::vector<TemplateItem> single_template;  // empty: no post-processor
+  int32_t pad_id = -1;
+  int32_t bos_id = -1, eos_id = -1;  // GGUF metadata, or the post-processor's first/last token
+  size_t file_max_length = 0;
+
+  bool is_special(int32_t id) const { return std::binary_search(special_ids.begin(), special_ids.end(), id); }
+  void encode_text(const std::u32string& text, std::vector<int32_t>& ids) const;
+  size_t num_special() const {
+    size_t n = 0;
+    for (auto& t : single_template)
+      if (!t.is_sequence) n += t.ids.size();
+    return n;
+  }
+  Encoding post_process(std::vector<int32_t> ids, bool add_special) const;
+};
+
+// tokenizer.json's normalizer / pre_tokenizer / decoder objects (tokenizer.cpp); throw
+// std::runtime_error on what they do not support.
+tok::Normalizer parse_normalizer(const nlohmann::json& j);
+tok::PreTokenizer parse_pre_tokenizer(const nlohmann::json& j);
+tok::Decoder parse_decoder(const nlohmann::json& j);
+
+// Collects the special ids and orders the added tokens for leftmost-longest matching.
+void finish_added(TokenizerImpl& t);
+
+}  // namespace xdna

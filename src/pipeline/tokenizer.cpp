@@ -10,48 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeline/tok_internal.h"
+#include "weights/gguf.h"
 
 namespace xdna {
 
 using json = nlohmann::json;
 using namespace tok;
-
-struct AddedToken {
-  std::u32string content;  // matched text: normalized form when `normalized`
-  int32_t id;
-  bool single_word, lstrip, rstrip, normalized, special;
-};
-
-struct TemplateItem {
-  bool is_sequence;
-  std::vector<int32_t> ids;  // special token ids when !is_sequence
-  int32_t type_id;
-};
-
-struct TokenizerImpl {
-  bool esm = false;
-  std::unique_ptr<Normalizer> normalizer;
-  std::unique_ptr<PreTokenizer> pre_tokenizer;
-  Model model;
-  std::unique_ptr<Decoder> decoder;
-  std::vector<AddedToken> added;  // both raw and normalized ones
-  std::unordered_map<int32_t, std::string> added_by_id;
-  std::unordered_map<std::string, int32_t> added_by_content;
-  std::vector<int32_t> special_ids;  // sorted
-  std::vector<TemplateItem> single_template;  // empty: no post-processor
-  int32_t pad_id = -1;
-  size_t file_max_length = 0;
-
-  bool is_special(int32_t id) const { return std::binary_search(special_ids.begin(), special_ids.end(), id); }
-  void encode_text(const std::u32string& text, std::vector<int32_t>& ids) const;
-  size_t num_special() const {
-    size_t n = 0;
-    for (auto& t : single_template)
-      if (!t.is_sequence) n += t.ids.size();
-    return n;
-  }
-  Encoding post_process(std::vector<int32_t> ids, bool add_special) const;
-};
 
 // ---- JSON helpers -----------------------------------------------------------------------------
 [[noreturn]] static void fail(const std::string& what) { throw std::runtime_error("tokenizer.json: " + what); }
@@ -84,7 +48,7 @@ static SplitBehavior parse_behavior(const std::string& b) {
   fail("unknown split behavior '" + b + "'");
 }
 
-static Normalizer parse_normalizer(const json& j) {
+Normalizer parse_normalizer(const json& j) {
   Normalizer n;
   std::string type = field(j, "type", "normalizer").get<std::string>();
   if (type == "BertNormalizer") {
@@ -121,7 +85,7 @@ static Normalizer parse_normalizer(const json& j) {
 static const char* kGpt2Regex =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
-static PreTokenizer parse_pre_tokenizer(const json& j) {
+PreTokenizer parse_pre_tokenizer(const json& j) {
   PreTokenizer p;
   std::string type = field(j, "type", "pre_tokenizer").get<std::string>();
   if (type == "BertPreTokenizer") p.kind = PreTokenizer::Bert;
@@ -168,7 +132,7 @@ static PreTokenizer parse_pre_tokenizer(const json& j) {
   return p;
 }
 
-static Decoder parse_decoder(const json& j) {
+Decoder parse_decoder(const json& j) {
   Decoder d;
   std::string type = field(j, "type", "decoder").get<std::string>();
   if (type == "WordPiece") {
@@ -332,13 +296,21 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
-static void finish_added(TokenizerImpl& t) {
+// Longest first, so the first match at a position is the longest (leftmost-longest), indexed by
+// first character: Gemma has 6,384 added tokens, too many to try at every position.
+static void order_added(TokenizerImpl& t) {
+  std::stable_sort(t.added.begin(), t.added.end(),
+                   [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+  t.added_by_first.clear();
+  for (uint32_t i = 0; i < t.added.size(); i++)
+    if (!t.added[i].content.empty()) t.added_by_first[t.added[i].content[0]].push_back(i);  // "" never matches
+}
+
+void finish_added(TokenizerImpl& t) {
   for (auto& a : t.added)
     if (a.special) t.special_ids.push_back(a.id);
   std::sort(t.special_ids.begin(), t.special_ids.end());
-  // Longest first, so the first match at a position is the longest (leftmost-longest).
-  std::stable_sort(t.added.begin(), t.added.end(),
-                   [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+  order_added(t);
 }
 
 Tokenizer Tokenizer::from_json(std::string_view text) {
@@ -360,6 +332,12 @@ Tokenizer Tokenizer::from_json(std::string_view text) {
       t->decoder = std::make_unique<Decoder>(parse_decoder(j["decoder"]));
     if (j.contains("post_processor") && !j["post_processor"].is_null())
       t->single_template = parse_post_processor(j["post_processor"]);
+    bool before = true;
+    for (const auto& item : t->single_template) {
+      if (item.is_sequence) before = false;
+      else if (before && t->bos_id < 0 && !item.ids.empty()) t->bos_id = item.ids.front();
+      else if (!before && !item.ids.empty()) t->eos_id = item.ids.back();
+    }
     for (const auto& a : get_or(j, "added_tokens", json::array())) {
       AddedToken tok;
       std::string content = field(a, "content", "added token").get<std::string>();
@@ -425,14 +403,25 @@ Tokenizer Tokenizer::from_esm_vocab(std::string_view text) {
   t->single_template = {{false, {cls}, 0}, {true, {}, 0}, {false, {eos}, 0}};
   t->model.finish();
   std::sort(t->special_ids.begin(), t->special_ids.end());
-  std::stable_sort(t->added.begin(), t->added.end(),
-                   [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+  order_added(*t);
   return Tokenizer(std::move(t));
 }
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw std::runtime_error("tokenizer: cannot open '" + path + "'");
+  char magic[4] = {};
+  f.read(magic, 4);
+  if (f.gcount() == 4 && std::string_view(magic, 4) == "GGUF") {  // mapped, not read into memory
+    f.close();
+    try {
+      return from_gguf(GgufFile(path));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ": " + e.what());
+    }
+  }
+  f.clear();
+  f.seekg(0);
   std::stringstream ss;
   ss << f.rdbuf();
   std::string text = ss.str();
@@ -444,7 +433,7 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": " + e.what());
   }
-  throw std::runtime_error(path + ": neither a tokenizer.json (JSON object) nor an ESM vocab.txt");
+  throw std::runtime_error(path + ": neither a tokenizer.json (JSON object), a GGUF file nor an ESM vocab.txt");
 }
 
 // ---- Encoding ---------------------------------------------------------------------------------
@@ -471,9 +460,13 @@ static void split_added(const TokenizerImpl& t, const Segment& seg, bool want_no
   };
   for (size_t i = 0; i < s.size();) {
     const AddedToken* hit = nullptr;
-    for (const auto& a : t.added) {
-      if (a.normalized != want_normalized || a.content.size() > s.size() - i) continue;
-      if (s.compare(i, a.content.size(), a.content) == 0) { hit = &a; break; }
+    auto candidates = t.added_by_first.find(s[i]);
+    if (candidates != t.added_by_first.end()) {
+      for (uint32_t k : candidates->second) {
+        const AddedToken& a = t.added[k];
+        if (a.normalized != want_normalized || a.content.size() > s.size() - i) continue;
+        if (s.compare(i, a.content.size(), a.content) == 0) { hit = &a; break; }
+      }
     }
     if (!hit) { i++; continue; }
     size_t start = i, stop = i + hit->content.size();
@@ -755,5 +748,7 @@ size_t Tokenizer::vocab_size() const {
 
 int32_t Tokenizer::pad_id() const { return impl_->pad_id; }
 size_t Tokenizer::file_max_length() const { return impl_->file_max_length; }
+int32_t Tokenizer::bos_id() const { return impl_->bos_id; }
+int32_t Tokenizer::eos_id() const { return impl_->eos_id; }
 
 }  // namespace xdna

@@ -7,7 +7,8 @@
 //
 // Pipeline (as in HF): added tokens are cut out first, the rest is normalized, pre-tokenized into
 // words, each word is run through the model (WordPiece / BPE / Unigram), and the post-processor
-// adds the special tokens. See docs/tokenizers.md for what is supported and what differs.
+// adds the special tokens. Tokenizer::from_gguf builds the same pipeline from a GGUF file's
+// metadata. See docs/tokenizers.md for what is supported and what differs.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,7 @@ struct BatchOptions {
 };
 
 struct TokenizerImpl;
+class GgufFile;
 
 class Tokenizer {
  public:
@@ -41,6 +43,12 @@ class Tokenizer {
   static Tokenizer from_file(const std::string& path);
   static Tokenizer from_json(std::string_view json_text);
   static Tokenizer from_esm_vocab(std::string_view vocab_text);
+  // The tokenizer a GGUF file carries in its tokenizer.ggml.* metadata, built as transformers'
+  // GGUF conversion builds it: "llama" (SentencePiece BPE with byte fallback; Gemma's variant for
+  // gemma* architectures) or "gpt2" (byte-level BPE, split regex chosen by tokenizer.ggml.pre).
+  // encode(text, true) adds BOS / EOS as tokenizer.ggml.add_bos_token / add_eos_token say.
+  // Throws std::runtime_error naming the key that is missing or wrong.
+  static Tokenizer from_gguf(const GgufFile& gguf);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
@@ -61,6 +69,10 @@ class Tokenizer {
   // Max length of the truncation section of tokenizer.json (0 when absent). Not applied by
   // encode(): pass it in BatchOptions::max_length when wanted.
   size_t file_max_length() const;
+  // Begin / end of sequence ids: from GGUF metadata, else the first / last special token the
+  // post-processor adds (-1 when there is none).
+  int32_t bos_id() const;
+  int32_t eos_id() const;
 
  private:
   explicit Tokenizer(std::unique_ptr<TokenizerImpl> impl);
