@@ -1,0 +1,176 @@
+// Sampler: penalties on the raw logits, log-probs from those, then temperature -> top-k -> top-p
+// -> min-p -> one draw from the kept candidates. The draw uses the top 53 bits of mt19937_64
+// (not std::uniform_real_distribution, whose output differs between standard libraries), so a
+// seed gives the same tokens everywhere.
+#include "pipeline/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace xdna {
+
+void validate(const SamplingParams& p) {
+  auto bad = [](const char* field, const std::string& rule, double v) {
+    throw std::invalid_argument(std::string("sampling parameter ") + field + " = " + std::to_string(v) +
+                                " is out of range: " + rule);
+  };
+  if (!std::isfinite(p.temperature) || p.temperature < 0) bad("temperature", "must be >= 0", p.temperature);
+  if (p.top_k < 0) bad("top_k", "must be >= 0 (0 = off)", p.top_k);
+  if (!(p.top_p > 0 && p.top_p <= 1)) bad("top_p", "must be in (0, 1]", p.top_p);
+  if (!(p.min_p >= 0 && p.min_p <= 1)) bad("min_p", "must be in [0, 1]", p.min_p);
+  if (!std::isfinite(p.repetition_penalty) || p.repetition_penalty <= 0)
+    bad("repetition_penalty", "must be > 0 (1 = off)", p.repetition_penalty);
+  if (!(p.presence_penalty >= -2 && p.presence_penalty <= 2))
+    bad("presence_penalty", "must be in [-2, 2]", p.presence_penalty);
+  if (!(p.frequency_penalty >= -2 && p.frequency_penalty <= 2))
+    bad("frequency_penalty", "must be in [-2, 2]", p.frequency_penalty);
+  if (p.top_logprobs < 0 || p.top_logprobs > 20) bad("top_logprobs", "must be in [0, 20]", p.top_logprobs);
+}
+
+Sampler::Sampler(const SamplingParams& params) : p_(params), rng_(params.seed) { validate(params); }
+
+TokenChoice Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  const size_t n = logits.size();
+  if (n == 0) throw std::invalid_argument("sampler: logits are empty");
+  adjusted_.assign(logits.begin(), logits.end());
+  bool any_finite = false;
+  for (size_t i = 0; i < n; i++) {
+    // -inf masks a token; NaN or +inf means the model output is broken.
+    if (std::isnan(adjusted_[i]) || adjusted_[i] == INFINITY)
+      throw std::invalid_argument("sampler: logits[" + std::to_string(i) + "] is " +
+                                  (std::isnan(adjusted_[i]) ? "NaN" : "+inf"));
+    any_finite = any_finite || std::isfinite(adjusted_[i]);
+  }
+  if (!any_finite) throw std::invalid_argument("sampler: every logit is -inf");
+
+  // Penalties, once per distinct token of the history (count = its occurrences).
+  const bool penalise = p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
+  if (penalise && !history.empty()) {
+    std::vector<int32_t> ids(history.begin(), history.end());
+    std::sort(ids.begin(), ids.end());
+    for (size_t i = 0; i < ids.size();) {
+      size_t j = i;
+      while (j < ids.size() && ids[j] == ids[i]) j++;
+      const int32_t id = ids[i];
+      if (id < 0 || static_cast<size_t>(id) >= n)
+        throw std::invalid_argument("sampler: history token " + std::to_string(id) + " is outside the vocabulary of " +
+                                    std::to_string(n));
+      float& l = adjusted_[id];
+      if (std::isfinite(l)) {
+        l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
+        l -= static_cast<float>(j - i) * p_.frequency_penalty + p_.presence_penalty;
+      }
+      i = j;
+    }
+  }
+
+  // Log-softmax of the penalised logits (the model's distribution, as OpenAI reports it).
+  float max_l = -INFINITY;
+  size_t argmax = 0;
+  for (size_t i = 0; i < n; i++)
+    if (adjusted_[i] > max_l) {
+      max_l = adjusted_[i];
+      argmax = i;
+    }
+  double sum = 0;
+  for (size_t i = 0; i < n; i++) sum += std::exp(static_cast<double>(adjusted_[i]) - max_l);
+  const float log_z = max_l + static_cast<float>(std::log(sum));
+
+  TokenChoice choice;
+  if (p_.temperature == 0.0f) {
+    choice.id = static_cast<int32_t>(argmax);
+  } else {
+    // Candidates by scaled logit, best first (only as many sorted as top-k needs).
+    scratch_.clear();
+    for (size_t i = 0; i < n; i++)
+      if (std::isfinite(adjusted_[i])) scratch_.emplace_back(adjusted_[i] / p_.temperature, static_cast<int32_t>(i));
+    auto better = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    };
+    if (p_.top_k == 0 && p_.top_p >= 1.0f) {
+      // No ranking needed: min-p is a threshold on exp(l - l_max); draw in id order.
+      float top = -INFINITY;
+      for (const auto& c : scratch_) top = std::max(top, c.first);
+      double total = 0;
+      size_t kept = 0;
+      for (const auto& c : scratch_) {
+        double pr = std::exp(static_cast<double>(c.first) - top);
+        if (pr >= p_.min_p) {
+          scratch_[kept++] = {static_cast<float>(pr), c.second};
+          total += pr;
+        }
+      }
+      const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * total;
+      double acc = 0;
+      choice.id = scratch_[kept - 1].second;
+      for (size_t i = 0; i < kept; i++) {
+        acc += scratch_[i].first;
+        if (u < acc) {
+          choice.id = scratch_[i].second;
+          break;
+        }
+      }
+      choice.logprob = adjusted_[choice.id] - log_z;
+      add_top_logprobs(choice, log_z);
+      return choice;
+    }
+    size_t keep = scratch_.size();
+    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) keep = p_.top_k;
+    std::partial_sort(scratch_.begin(), scratch_.begin() + keep, scratch_.end(), better);
+    scratch_.resize(keep);
+
+    // Probabilities of the kept candidates (top-p works on the renormalised top-k set).
+    const float top = scratch_[0].first;
+    std::vector<double> prob(keep);
+    double total = 0;
+    for (size_t i = 0; i < keep; i++) total += prob[i] = std::exp(static_cast<double>(scratch_[i].first) - top);
+    if (p_.top_p < 1.0f) {
+      double cum = 0;
+      size_t k = 0;
+      while (k < keep) {
+        cum += prob[k++] / total;
+        if (cum >= p_.top_p) break;
+      }
+      keep = k;
+    }
+    if (p_.min_p > 0.0f) {  // p_i >= min_p * p_max  <=>  exp(l_i - l_max) >= min_p
+      size_t k = 1;
+      while (k < keep && prob[k] >= p_.min_p) k++;
+      keep = k;
+    }
+    total = 0;
+    for (size_t i = 0; i < keep; i++) total += prob[i];
+    const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * total;
+    double acc = 0;
+    size_t pick = keep - 1;
+    for (size_t i = 0; i < keep; i++) {
+      acc += prob[i];
+      if (u < acc) {
+        pick = i;
+        break;
+      }
+    }
+    choice.id = scratch_[pick].second;
+  }
+  choice.logprob = adjusted_[choice.id] - log_z;
+  add_top_logprobs(choice, log_z);
+  return choice;
+}
+
+void Sampler::add_top_logprobs(TokenChoice& choice, float log_z) const {
+  const size_t n = adjusted_.size();
+  if (p_.top_logprobs > 0) {
+    std::vector<std::pair<float, int32_t>> best;
+    best.reserve(n);
+    for (size_t i = 0; i < n; i++) best.emplace_back(adjusted_[i], static_cast<int32_t>(i));
+    const size_t k = std::min<size_t>(p_.top_logprobs, n);
+    std::partial_sort(best.begin(), best.begin() + k, best.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    for (size_t i = 0; i < k; i++) choice.top.emplace_back(best[i].second, best[i].first - log_z);
+  }
+}
+
+}  // namespace xdna
