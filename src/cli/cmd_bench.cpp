@@ -154,6 +154,7 @@ void add_bench_command(CLI::App& app) {
   kernels->add_flag("--json", json_out, "Print the figures as JSON");
   kernels->callback([] { run_kernels(quick, json_out); });
   add_bench_embed_command(*bench);  // `npu bench embed`: cmd_bench_embed.cpp
+  add_bench_llm_command(*bench);    // `npu bench llm`: cmd_bench_llm.cpp
 }
 
 }  // namespace xdna::cli

@@ -7,10 +7,13 @@ namespace xdna::cli {
 void add_doctor_command(CLI::App& app);      // cmd_doctor.cpp
 void add_bench_command(CLI::App& app);       // cmd_bench.cpp
 void add_bench_embed_command(CLI::App& bench);  // cmd_bench_embed.cpp, under `bench`
+void add_bench_llm_command(CLI::App& bench);    // cmd_bench_llm.cpp, under `bench`
 void add_checkpoint_command(CLI::App& app);  // cmd_checkpoint.cpp
 void add_model_command(CLI::App& app);       // cmd_model.cpp
 void add_serve_command(CLI::App& app);       // cmd_serve.cpp
 void add_embed_command(CLI::App& app);       // cmd_embed.cpp
 void add_plan_command(CLI::App& app);        // cmd_plan.cpp
+void add_generate_command(CLI::App& app);    // cmd_generate.cpp
+void add_chat_command(CLI::App& app);        // cmd_chat.cpp
 
 }  // namespace xdna::cli

@@ -100,8 +100,13 @@ const std::vector<CatalogEntry>& catalog() {
 }
 
 const CatalogEntry* find_in_catalog(const std::string& name) {
+  // Other spellings people use (the model card's), pulled into the store under the entry's name.
+  static const std::pair<const char*, const char*> kAliases[] = {{"gemma-3-270m", "gemma3-270m"}};
+  std::string wanted = name;
+  for (const auto& [alias, canonical] : kAliases)
+    if (name == alias) wanted = canonical;
   for (const CatalogEntry& e : catalog())
-    if (e.name == name) return &e;
+    if (e.name == wanted) return &e;
   return nullptr;
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "models/catalog.h"
 #include "models/model_store.h"
 
 namespace fs = std::filesystem;
@@ -59,7 +60,7 @@ std::shared_ptr<CachedEmbeddingModel> ModelCache::get_embedding(const std::strin
   auto find_resident = [&]() -> std::shared_ptr<CachedEmbeddingModel> {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = lru_.begin(); it != lru_.end(); ++it) {
-      if (it->name != name) continue;
+      if (it->name != name || !it->model) continue;
       lru_.splice(lru_.begin(), lru_, it);  // now the most recent
       return it->model;
     }
@@ -82,16 +83,60 @@ std::shared_ptr<CachedEmbeddingModel> ModelCache::get_embedding(const std::strin
   cached->matryoshka_dimensions = read_matryoshka_dimensions(dir, cached->model.dimensions());
 
   std::lock_guard<std::mutex> lock(mu_);
-  lru_.push_front({name, cached});
+  lru_.push_front({name, cached, nullptr});
   evict_over_budget();
   return cached;
 }
 
+std::shared_ptr<CachedLanguageModel> ModelCache::get_llm(const std::string& name) {
+  auto find_resident = [&]() -> std::shared_ptr<CachedLanguageModel> {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+      if (it->name != name || !it->llm) continue;
+      lru_.splice(lru_.begin(), lru_, it);
+      return it->llm;
+    }
+    return nullptr;
+  };
+  if (auto m = find_resident()) return m;
+  if (!valid_model_name(name)) return nullptr;
+
+  std::lock_guard<std::mutex> load_lock(load_mu_);
+  if (auto m = find_resident()) return m;
+  const ModelStore store(root_);
+  std::optional<Manifest> manifest = store.find(name);
+  if (const CatalogEntry* e = find_in_catalog(name); !manifest && e)  // an alias of a pulled model
+    manifest = store.find(e->name);
+  if (!manifest) return nullptr;
+  if (is_encoder_family(manifest->family) || manifest->family == "whisper")
+    throw std::invalid_argument("model '" + name + "' is a " + manifest->family +
+                                " model, not a text-generation model");
+  const std::string dir = store.model_dir(manifest->name);
+  LoadOptions opts;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    opts = llm_options_;
+  }
+  auto cached = std::make_shared<CachedLanguageModel>();
+  cached->model = LanguageModel::load(dir, opts);
+  cached->bytes = manifest->size_bytes ? manifest->size_bytes : files_size(dir);
+
+  std::lock_guard<std::mutex> lock(mu_);
+  lru_.push_front({name, nullptr, cached});
+  evict_over_budget();
+  return cached;
+}
+
+void ModelCache::set_llm_load_options(const LoadOptions& opts) {
+  std::lock_guard<std::mutex> lock(mu_);
+  llm_options_ = opts;
+}
+
 void ModelCache::evict_over_budget() {
   uint64_t total = 0;
-  for (const Entry& e : lru_) total += e.model->bytes;
+  for (const Entry& e : lru_) total += e.bytes();
   while (total > budget_ && lru_.size() > 1) {
-    total -= lru_.back().model->bytes;
+    total -= lru_.back().bytes();
     lru_.pop_back();
   }
 }
@@ -106,7 +151,7 @@ std::vector<std::string> ModelCache::resident() const {
 uint64_t ModelCache::resident_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t total = 0;
-  for (const Entry& e : lru_) total += e.model->bytes;
+  for (const Entry& e : lru_) total += e.bytes();
   return total;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pipeline/embed.h"
+#include "pipeline/llm.h"
 
 namespace xdna::serve {
 
@@ -23,6 +24,13 @@ struct CachedEmbeddingModel {
   std::mutex run_mutex;
 };
 
+struct CachedLanguageModel {
+  std::unique_ptr<LanguageModel> model;
+  uint64_t bytes = 0;  // its files in the store
+  // One generation at a time per model: each step already uses every core.
+  std::mutex run_mutex;
+};
+
 class ModelCache {
  public:
   static constexpr uint64_t kDefaultBudgetBytes = 8ull << 30;
@@ -33,6 +41,11 @@ class ModelCache {
   // no such model (or the name is not a valid store name); throws std::runtime_error when the
   // model is there but cannot be loaded, std::invalid_argument when it is not an embedding model.
   std::shared_ptr<CachedEmbeddingModel> get_embedding(const std::string& name);
+  // The same for an LLM (the decoder families: llama, qwen3, gemma3 ...); std::invalid_argument
+  // when the model is an embedding or speech model.
+  std::shared_ptr<CachedLanguageModel> get_llm(const std::string& name);
+  // KV cache budget of each LLM loaded from now on (LoadOptions::memory_budget_bytes).
+  void set_llm_load_options(const LoadOptions& opts);
 
   // Resident models, most recently used first, and their total size.
   std::vector<std::string> resident() const;
@@ -41,7 +54,9 @@ class ModelCache {
  private:
   struct Entry {
     std::string name;
-    std::shared_ptr<CachedEmbeddingModel> model;
+    std::shared_ptr<CachedEmbeddingModel> model;  // one of these two is set
+    std::shared_ptr<CachedLanguageModel> llm;
+    uint64_t bytes() const { return model ? model->bytes : llm->bytes; }
   };
   void evict_over_budget();  // with mu_ held; keeps the most recent entry whatever its size
 
@@ -50,6 +65,7 @@ class ModelCache {
   mutable std::mutex mu_;  // guards lru_
   std::mutex load_mu_;     // one load at a time, so two first requests do not load twice
   std::list<Entry> lru_;   // most recent first
+  LoadOptions llm_options_{.context_length = 0, .memory_budget_bytes = 1ull << 30};
 };
 
 }  // namespace xdna::serve

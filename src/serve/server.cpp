@@ -114,6 +114,7 @@ void add_all_routes(Server& s) {
   add_system_routes(s);
   add_model_routes(s);
   add_embedding_routes(s);
+  add_completion_routes(s);
 }
 
 void run_until_signal(Server& s) {

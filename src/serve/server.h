@@ -78,6 +78,7 @@ void send_error(httplib::Response& res, int status, const std::string& message,
 void add_system_routes(Server& s);  // GET /health
 void add_model_routes(Server& s);   // GET /v1/models, GET /v1/models/{id}
 void add_embedding_routes(Server& s);  // POST /v1/embeddings
+void add_completion_routes(Server& s);  // POST /v1/chat/completions, POST /v1/completions
 
 // Server with every front registered.
 void add_all_routes(Server& s);

@@ -1,0 +1,196 @@
+// `npu bench llm --model M [--prompt-tokens 512] [--gen-tokens 128] [--json]`: prefill and decode
+// speed of a decoder-only LLM, timed in-process (load and start-up outside the timing), with
+// the bytes each decoded token reads and the fraction of this machine's STREAM-triad bandwidth
+// that decode reaches. The prompt is fixed token ids (same formula as bench/llm_vs_llamacpp.py)
+// and decode is greedy without stopping at end-of-sequence, so a peer fed the same ids does the
+// same work.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/config.h"
+#include "core/cpu.h"
+#include "core/parallel.h"
+#include "host/matmul_bench.h"
+#include "models/decoder.h"
+#include "pipeline/llm.h"
+#include "weights/gguf.h"
+#include "weights/source.h"
+
+namespace xdna::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct BenchLlmOptions {
+  std::string model = "gemma3-270m";
+  std::string store;
+  int prompt_tokens = 512;
+  int gen_tokens = 128;
+  bool json = false;
+};
+
+// A GGUF file or HF directory: the path itself, or what a store entry's directory holds.
+std::string model_file(const std::string& model, const std::string& store_flag) {
+  const fs::path p = resolve_model_path(model, resolve_store(store_flag));
+  if (!fs::is_directory(p) || fs::exists(p / "config.json")) return p.string();
+  for (const auto& e : fs::directory_iterator(p))
+    if (e.path().extension() == ".gguf") return e.path().string();
+  throw std::runtime_error("bench llm: " + p.string() + " holds neither config.json nor a .gguf file");
+}
+
+DecoderSpec spec_for(const WeightSource& w, const std::string& path) {
+  if (const auto* g = dynamic_cast<const GgufFile*>(&w)) return decoder_spec_from_gguf(*g);
+  const fs::path cfg = (fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path()) / "config.json";
+  std::FILE* f = std::fopen(cfg.c_str(), "rb");
+  if (!f) throw std::runtime_error("bench llm: no config.json beside " + path);
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  std::fclose(f);
+  return decoder_spec_from_config(nlohmann::json::parse(text), cfg.string());
+}
+
+// The prompt: ids spread over the vocabulary away from its first (special) ids; the Python peer
+// script computes the same formula. BOS first when the model has one.
+std::vector<int32_t> bench_prompt(const DecoderSpec& s, int n) {
+  std::vector<int32_t> ids;
+  if (s.bos_token_id >= 0) ids.push_back(s.bos_token_id);
+  const int64_t lo = std::min<int64_t>(1000, s.vocab_size / 2), span = std::max<int64_t>(1, s.vocab_size - lo);
+  for (int64_t t = 0; static_cast<int>(ids.size()) < n; ++t)
+    ids.push_back(static_cast<int32_t>(lo + (t * 7919) % span));
+  return ids;
+}
+
+// Weight bytes one decoded token streams: every tensor of the file, except that an untied
+// embedding table contributes only the row it looks up (a tied one is read whole by the head).
+uint64_t weight_bytes_per_token(const WeightSource& w, const DecoderSpec& s) {
+  uint64_t total = 0;
+  const bool untied = !s.names.output.empty() &&
+                      std::any_of(w.tensors().begin(), w.tensors().end(),
+                                  [&](const TensorInfo& t) { return t.name == s.names.output; });
+  for (const auto& t : w.tensors()) {
+    if (untied && t.name == s.names.token_embd) continue;
+    total += t.bytes;
+  }
+  return total;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Greedy pick from the last row of [rows, vocab] logits.
+int32_t argmax(const Tensor& logits) {
+  const auto v = logits.to_vector();
+  const auto last_row = v.end() - logits.shape().back();
+  return static_cast<int32_t>(std::max_element(last_row, v.end()) - last_row);
+}
+
+void run_bench_llm(const BenchLlmOptions& o) {
+  if (o.prompt_tokens < 1 || o.gen_tokens < 1)
+    throw std::invalid_argument("bench llm: --prompt-tokens and --gen-tokens must be >= 1");
+  const std::string path = model_file(o.model, o.store);
+  std::shared_ptr<const WeightSource> weights = open_weights(path);
+  DecoderSpec spec = spec_for(*weights, path);
+  const Decoder decoder(spec, weights);
+  const int64_t ctx = o.prompt_tokens + o.gen_tokens;
+  if (spec.max_positions > 0 && ctx > spec.max_positions)
+    throw std::invalid_argument("bench llm: " + std::to_string(ctx) + " tokens exceed the model's context of " +
+                                std::to_string(spec.max_positions));
+  const auto prompt = bench_prompt(spec, o.prompt_tokens);
+
+  // Warm-up: a short prefill and a few decode steps (page in the weights, pack caches).
+  {
+    DecoderState warm = decoder.new_state(ctx);
+    auto step = decoder.forward({prompt.begin(), prompt.begin() + std::min<size_t>(prompt.size(), 8)}, warm);
+    for (int i = 0; i < 3; ++i) step = decoder.forward({argmax(step.logits)}, warm);
+  }
+
+  DecoderState state = decoder.new_state(ctx);
+  auto t0 = std::chrono::steady_clock::now();
+  DecoderStep step = decoder.forward(prompt, state);
+  const double prefill_s = seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  RunReport last;
+  for (int i = 0; i < o.gen_tokens; ++i) {
+    step = decoder.forward({argmax(step.logits)}, state);
+    if (i + 1 == o.gen_tokens) last = step.report;
+  }
+  const double decode_s = seconds_since(t0);
+
+  // Bytes per decoded token: weights plus the K/V read by attention at the mean decode position.
+  const uint64_t wbytes = weight_bytes_per_token(*weights, spec);
+  const double mean_pos = o.prompt_tokens + 0.5 * o.gen_tokens;
+  double kv_bytes = 0;
+  for (int64_t l = 0; l < spec.layers; ++l) {
+    const double seen = spec.is_local(l) ? std::min<double>(mean_pos, static_cast<double>(spec.sliding_window)) : mean_pos;
+    kv_bytes += 2.0 * seen * static_cast<double>(spec.kv_heads * spec.head_dim) * sizeof(float);
+  }
+  const double bytes_per_token = static_cast<double>(wbytes) + kv_bytes;
+  const double decode_tps = o.gen_tokens / decode_s, prefill_tps = o.prompt_tokens / prefill_s;
+  const double triad = host::triad_bytes_per_s(64ll << 20, 10, 1.0);
+  const double fraction = bytes_per_token * decode_tps / triad;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double peak_mib = static_cast<double>(ru.ru_maxrss) / 1024.0;
+  const double kv_cache_mib = static_cast<double>(decoder.kv_cache_bytes(ctx)) / (1 << 20);
+
+  if (o.json) {
+    const nlohmann::json out = {{"label", "host measurement (CPU)"},
+                                {"model", o.model},
+                                {"path", path},
+                                {"family", spec.family},
+                                {"threads", num_threads()},
+                                {"isa", isa_name(active_isa())},
+                                {"prompt_tokens", o.prompt_tokens},
+                                {"gen_tokens", o.gen_tokens},
+                                {"prefill_s", prefill_s},
+                                {"decode_s", decode_s},
+                                {"prefill_tok_s", prefill_tps},
+                                {"decode_tok_s", decode_tps},
+                                {"weight_bytes_per_token", wbytes},
+                                {"bytes_per_token", bytes_per_token},
+                                {"triad_gb_s", triad / 1e9},
+                                {"decode_bandwidth_fraction", fraction},
+                                {"peak_rss_mib", peak_mib},
+                                {"kv_cache_mib", kv_cache_mib},
+                                {"last_step", last.to_json()}};
+    std::printf("%s\n", out.dump().c_str());
+    return;
+  }
+  std::printf("%s (%s): %d threads, isa %s   [host measurement]\n", o.model.c_str(), spec.family.c_str(),
+              num_threads(), isa_name(active_isa()).c_str());
+  std::printf("prefill %d tokens: %.3f s = %.1f tok/s\n", o.prompt_tokens, prefill_s, prefill_tps);
+  std::printf("decode  %d tokens: %.3f s = %.1f tok/s\n", o.gen_tokens, decode_s, decode_tps);
+  std::printf("bytes per decoded token: %.1f MiB (weights %.1f MiB + KV %.2f MiB)\n", bytes_per_token / (1 << 20),
+              static_cast<double>(wbytes) / (1 << 20), kv_bytes / (1 << 20));
+  std::printf("decode streams %.1f GB/s = %.0f%% of the STREAM triad (%.1f GB/s)\n",
+              bytes_per_token * decode_tps / 1e9, 100 * fraction, triad / 1e9);
+  std::printf("peak RSS %.1f MiB (KV cache %.1f MiB)\n", peak_mib, kv_cache_mib);
+  std::printf("last decode step by op:\n%s", last.summary().c_str());
+}
+
+}  // namespace
+
+void add_bench_llm_command(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("llm", "LLM prefill and decode tokens per second, timed in-process");
+  static BenchLlmOptions o;
+  cmd->add_option("--model", o.model, "Model name in the store, GGUF file or checkpoint directory");
+  cmd->add_option("--store", o.store, kStoreHelp);
+  cmd->add_option("--prompt-tokens", o.prompt_tokens, "Prompt length for the prefill timing");
+  cmd->add_option("--gen-tokens", o.gen_tokens, "Greedy tokens decoded (end-of-sequence ignored)");
+  cmd->add_flag("--json", o.json, "Print the figures as one JSON object");
+  cmd->callback([] { run_bench_llm(o); });
+}
+
+}  // namespace xdna::cli

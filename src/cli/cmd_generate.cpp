@@ -1,0 +1,121 @@
+// `npu generate --prompt TEXT [--chat] [--json] ...`: one completion from the command line.
+// Text mode streams the completion to stdout as it is generated; --json prints one object at the
+// end (text, token ids, usage, finish_reason, timings, where the ops ran).
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/llm_options.h"
+#include "pipeline/embed.h"  // run_summary_json
+
+namespace xdna::cli {
+
+namespace {
+
+struct GenerateCliOptions {
+  LlmCliOptions llm;
+  std::string prompt;
+  bool prompt_given = false;
+  bool chat = false;
+  std::string system;
+  bool json = false;
+  int32_t top_logprobs = -1;  // -1 = no logprobs
+};
+
+void run_generate(const GenerateCliOptions& o) {
+  std::string prompt = o.prompt;
+  if (!o.prompt_given) {  // the prompt from stdin
+    prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    if (prompt.empty()) throw std::runtime_error("generate: no --prompt and nothing on stdin");
+  }
+  const std::unique_ptr<LanguageModel> lm = load_llm(o.llm);
+  std::string text = prompt;
+  if (o.chat) {
+    nlohmann::json messages = nlohmann::json::array();
+    if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
+    messages.push_back({{"role", "user"}, {"content", prompt}});
+    text = lm->render_chat(messages);
+  } else if (!o.system.empty()) {
+    throw std::runtime_error("generate: --system needs --chat");
+  }
+  GenerateRequest req = make_request(o.llm, encode_prompt(*lm, text));
+  if (o.top_logprobs >= 0) {
+    req.logprobs = true;
+    req.sampling.top_logprobs = o.top_logprobs;
+  }
+  DeviceBackends devices;
+  req.backends = devices.list(o.llm.device);
+
+  const GenerateResult r = generate(*lm, req, [&](const GeneratedPiece& p) {
+    if (!o.json && !p.text.empty()) {
+      std::fwrite(p.text.data(), 1, p.text.size(), stdout);
+      std::fflush(stdout);
+    }
+    return true;
+  });
+  const auto per_s = [](int64_t n, double ms) { return ms > 0 ? 1000.0 * double(n) / ms : 0.0; };
+  if (!o.json) {
+    std::printf("\n");
+    if (o.llm.device == "npu-sim")
+      std::fprintf(stderr, "%s%s", r.report.summary().c_str(), devices.sim.cost().text().c_str());
+    return;
+  }
+  nlohmann::json out = {
+      {"model", lm->name()},
+      {"prompt_text", text},
+      {"text", r.text},
+      {"tokens", r.tokens},
+      {"finish_reason", r.finish_reason},
+      {"usage",
+       {{"prompt_tokens", r.prompt_tokens},
+        {"completion_tokens", r.completion_tokens},
+        {"total_tokens", r.prompt_tokens + r.completion_tokens}}},
+      {"timings",
+       {{"prefill_ms", r.prefill_ms},
+        {"decode_ms", r.decode_ms},
+        {"prefill_tokens_per_s", per_s(r.prompt_tokens, r.prefill_ms)},
+        // The first token comes out of the prefill; the decode phase makes the rest.
+        {"decode_tokens_per_s", per_s(r.completion_tokens - 1, r.decode_ms)}}},
+      {"seed", req.sampling.seed},
+      {"context_length", lm->context_length()},
+      {"device", o.llm.device},
+      {"run", run_summary_json(r.report)},
+  };
+  if (req.logprobs) {
+    nlohmann::json lp = nlohmann::json::array();
+    for (const TokenChoice& c : r.logprobs) {
+      nlohmann::json top = nlohmann::json::array();
+      for (const auto& [id, l] : c.top) top.push_back({{"id", id}, {"token", lm->tokenizer().id_to_token(id)}, {"logprob", l}});
+      lp.push_back({{"id", c.id}, {"token", lm->tokenizer().id_to_token(c.id)}, {"logprob", c.logprob}, {"top", top}});
+    }
+    out["logprobs"] = lp;
+  }
+  if (o.llm.device == "npu-sim") out["npu_sim"] = devices.sim.cost().to_json();
+  std::printf("%s\n", out.dump().c_str());
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto o = std::make_shared<GenerateCliOptions>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate a completion of --prompt (or of stdin) with an LLM");
+  add_llm_options(cmd, o->llm);
+  cmd->add_option("--prompt,-p", o->prompt, "The prompt (default: all of stdin)")
+      ->each([o](const std::string&) { o->prompt_given = true; });
+  cmd->add_flag("--chat", o->chat, "Wrap the prompt as a user message in the model's chat template");
+  cmd->add_option("--system", o->system, "System message (with --chat)");
+  cmd->add_flag("--json", o->json,
+                "One JSON object at the end: text, token ids, usage, finish_reason, timings, op placement");
+  cmd->add_option("--logprobs", o->top_logprobs,
+                  "Report each token's log-prob and N alternatives in the JSON (0..20)")
+      ->check(CLI::Range(0, 20));
+  cmd->callback([o] { run_generate(*o); });
+}
+
+}  // namespace xdna::cli
