@@ -2,10 +2,16 @@
 // [--measure-host]`: where an encoder's ops would run on the NPU (npu-sim's designs) and what the
 // cost model says they cost, without computing anything. Every NPU figure is modelled; with
 // --measure-host the same forward pass is also timed on the host backend (measured).
+// For a decoder (a GGUF file, an HF checkpoint of a decoder family, or a store name holding one):
+// `npu plan MODEL [--weights int8|bfp16|bf16] [--context N] [--json]` prints the decode plan per
+// layer (fused whole-layer designs where they fit) and the modelled tok/s.
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,7 +20,10 @@
 
 #include "cli/commands.h"
 #include "cli/config.h"
+#include "models/decoder_spec.h"
 #include "npu/planner.h"
+#include "pipeline/llm.h"
+#include "weights/gguf.h"
 #include "pipeline/embed.h"
 
 namespace xdna::cli {
@@ -29,9 +38,63 @@ struct PlanCliOptions {
   bool json = false;
   std::string xclbin = "single";
   bool measure_host = false;
+  std::string weights = "int8";
+  int64_t context = 1024;
 };
 
+namespace fs = std::filesystem;
+
+// The decoder spec at a path (a .gguf, a directory with one, or an HF decoder checkpoint), or
+// nothing when the path holds something else (an encoder). Errors in a decoder file propagate.
+std::optional<DecoderSpec> decoder_spec_at(const std::string& path) {
+  std::string gguf;
+  if (fs::is_regular_file(path) && fs::path(path).extension() == ".gguf") gguf = path;
+  if (fs::is_directory(path) && !fs::exists(fs::path(path) / "config.json"))
+    for (const auto& e : fs::directory_iterator(path))
+      if (e.path().extension() == ".gguf") gguf = e.path().string();
+  if (!gguf.empty()) return decoder_spec_from_gguf(GgufFile(gguf));
+  if (!fs::is_directory(path)) return std::nullopt;
+  std::ifstream in(fs::path(path) / "config.json");
+  const nlohmann::json cfg = nlohmann::json::parse(in, nullptr, false);
+  if (cfg.is_discarded() || !cfg.contains("model_type")) return std::nullopt;
+  const std::string type = cfg["model_type"].get<std::string>();
+  if (type != "llama" && type != "qwen3" && type != "gemma3" && type != "gemma3_text") return std::nullopt;
+  return decoder_spec_from_config(cfg, (fs::path(path) / "config.json").string());
+}
+
+void run_decoder_plan(const PlanCliOptions& o, const std::string& path, const DecoderSpec& spec) {
+  npu::DecoderPlanInput in;
+  in.name = fs::path(path).filename().string();
+  if (in.name.empty()) in.name = path;
+  in.family = spec.family;
+  in.layers = spec.layers;
+  in.vocab = spec.vocab_size;
+  in.shape = {spec.hidden, spec.heads, spec.kv_heads, spec.head_dim, spec.intermediate, 1,
+              spec.qk_norm, spec.act != Activation::Silu};
+  in.layer_is_local = spec.layer_is_local;
+  in.sliding_window = spec.sliding_window;
+  npu::DecoderPlanOptions opts;
+  opts.weights = o.weights == "bf16" ? DType::BF16 : o.weights == "bfp16" ? DType::BFP16 : DType::I8;
+  opts.context = o.context;
+  if (spec.max_positions > 0 && o.context > spec.max_positions)
+    throw std::invalid_argument("plan: --context " + std::to_string(o.context) + " exceeds the model's " +
+                                std::to_string(spec.max_positions) + " positions");
+  const npu::DecoderPlan plan = npu::plan_decoder(in, opts);
+  if (o.json)
+    std::printf("%s\n", plan.to_json().dump(2).c_str());
+  else
+    std::printf("%s", plan.text().c_str());
+}
+
 void run_plan(const PlanCliOptions& o) {
+  std::string path;
+  try {
+    path = resolve_model_path(o.model, resolve_store(o.store));
+  } catch (const std::runtime_error&) {
+    // Not found as a decoder: the encoder loader below reports what it tried.
+  }
+  if (!path.empty())
+    if (const std::optional<DecoderSpec> spec = decoder_spec_at(path)) return run_decoder_plan(o, path, *spec);
   const EmbeddingModel model = EmbeddingModel::load(o.model, resolve_store(o.store));
   const Encoder& enc = model.encoder();
   if (o.tokens > enc.spec().max_positions)
@@ -77,7 +140,7 @@ void run_plan(const PlanCliOptions& o) {
 void add_plan_command(CLI::App& app) {
   auto o = std::make_shared<PlanCliOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "plan", "Place an encoder's ops on npu-sim designs and price them with the cost model "
+      "plan", "Place an encoder's or decoder's ops on npu-sim designs and price them with the cost model "
               "(modelled, nothing is run)");
   cmd->add_option("model", o->model, "A store name, a Hugging Face checkpoint directory or a baked file")
       ->required();
@@ -91,6 +154,12 @@ void add_plan_command(CLI::App& app) {
                   "single: one xclbin holds every design (a design change = configure); "
                   "per-design: one xclbin per design (a design change = xclbin switch)")
       ->check(CLI::IsMember({"single", "per-design"}))
+      ->capture_default_str();
+  cmd->add_option("--weights", o->weights, "Decoders: weight precision on the NPU")
+      ->check(CLI::IsMember({"int8", "bfp16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--context", o->context, "Decoders: KV positions read per decode token")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--measure-host", o->measure_host,
                 "Also time the same forward pass on the host backend (measured)");

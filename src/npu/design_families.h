@@ -50,3 +50,60 @@ Design softmax_design(int64_t rows, int64_t len, int columns = 8);
 AccessPattern contiguous_pattern(int64_t offset_bytes, int64_t bytes);
 
 }  // namespace xdna::npu
+
+namespace xdna::npu {
+
+// ---- Fused decode designs (design_families_fused.cpp) ------------------------------------------
+// One decoder layer's shape at decode (one new token). `context`: KV positions the attention
+// reads, the new token included (a runtime parameter: it sizes the KV fills of the runtime
+// sequence, not the array configuration, so it is not part of the design's name).
+struct DecodeLayerShape {
+  int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0;
+  int64_t context = 1;
+  bool qk_norm = false;  // per-head RMSNorm of q and k (Qwen3, Gemma 3)
+  bool gelu = false;     // GeGLU (tanh GELU) instead of SwiGLU
+};
+
+// The fused designs share one topology (docs/npu-designs.md, "Fused decode designs"):
+//  - DDR stream: per column, shim MM2S0 -> memtile S2MM0 -> split over the 4 cores (4 KiB
+//    objects, double-buffered). Everything a core reads from DDR arrives here in the order it
+//    is used: the input vector, its weight rows (and norm gammas), its share of the KV cache.
+//  - Exchange (activations stay on the array): each core's output slice of a stage goes to its
+//    column's memtile (S2MM 1+r); memtiles chain left to right (MM2S5 -> S2MM5), each joining
+//    its 4 slices behind what arrived from the left; the last memtile broadcasts the whole
+//    vector to all 32 cores (MM2S4 -> core S2MM1). Every core then holds the full activation
+//    for the next stage: no DDR round trip, no host round trip.
+//  - Outputs: the last core drains the result (core MM2S1 -> shim S2MM0 of its column); the
+//    fused QKV and whole-layer designs also drain the new token's K/V row from core (0,2).
+// Each generator calls validate_design and lets its error (naming the tile and resource) out.
+
+// y = W_down . act(W_gate . x) * (W_up . x): gate/up rows split over the 32 cores (each core
+// applies act and the product to its rows), the h vector exchanged, down rows split.
+Design mlp_fused_design(DType dtype, const DecodeLayerShape& s, int columns = 8);
+
+// RMSNorm(x) -> [q | k | v] = W_qkv . x (rows split over the cores), then QK-norm and RoPE on the
+// exchanged vector; drains q (bf16) and the new K/V row.
+Design qkv_rope_design(DType dtype, const DecodeLayerShape& s, int columns = 8);
+
+// Decode attention with the KV cache in DDR (bf16, per KV head [position][head_dim]): the 32
+// cores split (KV head, position block); each computes a partial softmax-weighted sum (running
+// max and sum, flash-decoding) for the query heads of its KV head; the partials are exchanged
+// and every core combines them. Drains the attention output [heads x head_dim] bf16.
+Design attention_decode_design(const DecodeLayerShape& s, int columns = 8);
+
+// One whole decoder layer in one design: RMSNorm, QKV (+ QK-norm, RoPE), KV write, attention,
+// o-projection + residual, RMSNorm, gate/up/act, down + residual. Weights streamed from DDR
+// once, activations in L1/L2 between the five exchanged stages.
+Design decode_layer_design(DType dtype, const DecodeLayerShape& s, int columns = 8);
+
+// Final RMSNorm + LM head: every core normalises x, then computes its rows of logits; logits
+// join per column and drain (no exchange).
+Design lm_head_design(DType dtype, int64_t vocab, int64_t hidden, int columns = 8);
+
+// conv2d (NHWC, bf16, stride 1, 'same' padding) as an implicit GEMM: output pixels split over
+// the cores in blocks of rows; each core receives its input rows plus the halo through the DDR
+// stream and all weights [kh][kw][Cin][Cout] once (they must fit L1 next to the buffers).
+Design conv2d_design(int64_t height, int64_t width, int64_t c_in, int64_t c_out, int64_t kernel,
+                     int columns = 8);
+
+}  // namespace xdna::npu

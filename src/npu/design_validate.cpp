@@ -95,7 +95,9 @@ struct Checker {
   }
 
   void links() const {
-    std::set<std::string> linked;
+    // A FIFO may be the input of one link and the output of another (a memtile-to-memtile hop,
+    // e.g. a chain of joins), but not an input (or an output) of two links.
+    std::set<std::string> linked_in, linked_out;
     for (const FifoLink& l : d.links) {
       if (l.inputs.empty() || l.outputs.empty()) fail("a memtile link has no input or no output");
       if (l.inputs.size() > 1 && l.outputs.size() > 1)
@@ -112,7 +114,7 @@ struct Checker {
         if (!f) fail("link input FIFO '" + n + "' does not exist");
         if (f->consumers.size() != 1 || !(f->consumers[0].tile == at))
           fail("link input FIFO '" + n + "' must have the memtile " + to_string(at) + " as its only consumer");
-        if (!linked.insert(n).second) fail("FIFO '" + n + "' is in two links");
+        if (!linked_in.insert(n).second) fail("FIFO '" + n + "' is in two links");
         in_obj = f->elem_bytes;
         sides.push_back(f->elem_bytes);
       }
@@ -121,7 +123,7 @@ struct Checker {
         if (!f) fail("link output FIFO '" + n + "' does not exist");
         if (!(f->producer.tile == at))
           fail("link output FIFO '" + n + "' must be produced by the memtile " + to_string(at));
-        if (!linked.insert(n).second) fail("FIFO '" + n + "' is in two links");
+        if (!linked_out.insert(n).second) fail("FIFO '" + n + "' is in two links");
         out_obj = f->elem_bytes;
         if (l.outputs.size() > 1) sides.push_back(f->elem_bytes);
       }

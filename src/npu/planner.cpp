@@ -1,7 +1,9 @@
 #include "npu/planner.h"
 
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <memory>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -160,6 +162,184 @@ nlohmann::json Plan::to_json() const {
           {"host_ops", host_ops()},
           {"ops", rows},
           {"cost", cost.to_json()}};
+}
+
+}  // namespace xdna::npu
+
+// ---- Decoder plans ----------------------------------------------------------------------------
+
+namespace xdna::npu {
+
+namespace {
+
+// Generated designs, kept alive for the invocations that point at them.
+struct DesignPool {
+  std::map<std::string, std::shared_ptr<const Design>> by_name;
+  const Design* add(Design d) {
+    const std::string name = d.name;  // (d is moved from below)
+    auto it = by_name.find(name);
+    if (it == by_name.end()) it = by_name.emplace(name, std::make_shared<const Design>(std::move(d))).first;
+    return it->second.get();
+  }
+};
+
+int64_t weight_bytes_of(DType t, const DecodeLayerShape& s) {
+  const int64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
+  return dtype_bytes(t, s.hidden) * (q + 2 * kv + 2 * s.intermediate) + dtype_bytes(t, q) * s.hidden +
+         dtype_bytes(t, s.intermediate) * s.hidden;
+}
+
+}  // namespace
+
+DecoderPlan plan_decoder(const DecoderPlanInput& m, const DecoderPlanOptions& o) {
+  if (m.layers <= 0 || m.vocab <= 0)
+    throw std::invalid_argument("plan_decoder: " + m.name + " has " + std::to_string(m.layers) +
+                                " layers and a vocabulary of " + std::to_string(m.vocab));
+  if (o.context < 1) throw std::invalid_argument("plan_decoder: context must be at least 1");
+  DecoderPlan plan;
+  plan.model = m;
+  plan.options = o;
+  DesignPool pool;
+  std::vector<Invocation> inv;
+  auto invoke = [&](Design d) {
+    const Design* p = pool.add(std::move(d));
+    inv.push_back({p, "decode", inv.empty()});  // one xclbin, one dispatch per token
+    return p->name;
+  };
+  const int64_t kv_dim = m.shape.kv_heads * m.shape.head_dim;
+  for (int64_t i = 0; i < m.layers; ++i) {
+    DecoderLayerPlan lp;
+    lp.layer = i;
+    lp.local = m.sliding_window > 0 && i < int64_t(m.layer_is_local.size()) && m.layer_is_local[size_t(i)];
+    DecodeLayerShape s = m.shape;
+    s.context = lp.local ? std::min(o.context, m.sliding_window) : o.context;
+    plan.kv_read_bytes += 2 * s.context * kv_dim * 2;
+    try {
+      lp.designs.push_back(invoke(decode_layer_design(o.weights, s, o.columns)));
+      lp.fused = true;
+    } catch (const std::invalid_argument& e) {
+      // Fall back to the fused blocks, then to plain GEMVs; a block that does not fit stays on
+      // the host (named in the note).
+      lp.note = e.what();
+      const int64_t q = s.heads * s.head_dim;
+      auto block = [&](const std::string& what, const std::vector<std::function<Design()>>& makes) {
+        std::vector<std::string> names;
+        try {
+          for (const auto& make : makes) names.push_back(invoke(make()));
+        } catch (const std::invalid_argument& err) {
+          inv.resize(inv.size() - names.size());
+          plan.host_ops.push_back({"layer " + std::to_string(i) + " " + what, err.what()});
+          return false;
+        }
+        lp.designs.insert(lp.designs.end(), names.begin(), names.end());
+        return true;
+      };
+      const DType t = o.weights;
+      const int cols = o.columns;
+      block("qkv+rope", {[&] { return qkv_rope_design(t, s, cols); }});
+      block("attention", {[&] { return attention_decode_design(s, cols); }});
+      block("o-proj", {[&] { return gemv_design(t, s.hidden, q, cols); }});
+      if (!block("mlp", {[&] { return mlp_fused_design(t, s, cols); }}))
+        block("mlp (unfused)", {[&] { return gemv_design(t, s.intermediate, s.hidden, cols); },
+                                [&] { return gemv_design(t, s.intermediate, s.hidden, cols); },
+                                [&] { return elementwise_design(s.gelu ? "gelu" : "silu", s.intermediate, cols); },
+                                [&] { return elementwise_design("mul", s.intermediate, cols); },
+                                [&] { return gemv_design(t, s.hidden, s.intermediate, cols); }});
+    }
+    plan.layers.push_back(std::move(lp));
+  }
+  // LM head (with the final norm): split the vocabulary into equal pieces until one validates;
+  // equal pieces share one design, so they cost no configure.
+  std::string last_error;
+  for (int64_t pieces = 1; pieces <= 64 && plan.lm_head.empty(); pieces *= 2) {
+    try {
+      const Design d = lm_head_design(o.weights, (m.vocab + pieces - 1) / pieces, m.shape.hidden, o.columns);
+      for (int64_t k = 0; k < pieces; ++k) plan.lm_head.push_back(invoke(d));
+    } catch (const std::invalid_argument& e) {
+      last_error = e.what();
+    }
+  }
+  if (plan.lm_head.empty()) plan.host_ops.push_back({"lm_head", last_error});
+  plan.host_ops.push_back({"embedding", "one row gather per token: the host writes hidden x 2 bytes into the input buffer"});
+  plan.host_ops.push_back({"sampling", "reads the logits buffer (vocab x 4 bytes) after the dispatch"});
+  plan.weight_bytes = m.layers * weight_bytes_of(o.weights, m.shape) +
+                      (plan.lm_head.empty() ? 0 : dtype_bytes(o.weights, m.shape.hidden) * m.vocab);
+  plan.cost = cost_report(inv);
+  // Steady state: the next token's first design follows this token's last one.
+  if (inv.size() > 1 && inv.back().design->name != inv.front().design->name) {
+    const double c = cost_param("configure_s");
+    ++plan.cost.run.configures;
+    plan.cost.run.configure_s += c;
+    plan.cost.run.total_s += c;
+    plan.cost.reconfig_s += c;
+  }
+  return plan;
+}
+
+std::string DecoderPlan::text() const {
+  std::string out;
+  char line[1024];
+  const DecodeLayerShape& s = model.shape;
+  std::snprintf(line, sizeof line,
+                "%s (%s): %lld layers, hidden %lld, heads %lld/%lld x %lld, intermediate %lld, "
+                "vocab %lld; weights %s, context %lld\n",
+                model.name.c_str(), model.family.c_str(), (long long)model.layers, (long long)s.hidden,
+                (long long)s.heads, (long long)s.kv_heads, (long long)s.head_dim,
+                (long long)s.intermediate, (long long)model.vocab,
+                std::string(dtype_name(options.weights)).c_str(), (long long)options.context);
+  out += line;
+  // Consecutive layers with the same designs on one line.
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1].designs == layers[i].designs) ++j;
+    std::string names;
+    for (const std::string& d : layers[i].designs) names += (names.empty() ? "" : " + ") + d;
+    std::snprintf(line, sizeof line, "  layers %lld-%lld: %s%s\n", (long long)layers[i].layer,
+                  (long long)layers[j].layer, names.c_str(), layers[i].fused ? " (whole layer fused)" : "");
+    out += line;
+    if (!layers[i].note.empty()) out += "    not fused: " + layers[i].note + "\n";
+    i = j + 1;
+  }
+  if (!lm_head.empty()) {
+    std::snprintf(line, sizeof line, "  lm head: %zu x %s\n", lm_head.size(), lm_head[0].c_str());
+    out += line;
+  }
+  for (const auto& [op, why] : host_ops) out += "  host: " + op + " (" + why + ")\n";
+  std::snprintf(line, sizeof line,
+                "per token: DDR %.1f MB = weights %.1f MB + KV cache read %.1f MB + vectors/padding %.2f MB\n",
+                double(cost.run.ddr_bytes) / 1e6, double(weight_bytes) / 1e6, double(kv_read_bytes) / 1e6,
+                double(cost.run.ddr_bytes - weight_bytes - kv_read_bytes) / 1e6);
+  out += line;
+  out += cost.text();
+  std::snprintf(line, sizeof line, "%.*s decode: %.2f ms/token = %.1f tok/s (not measured)\n",
+                int(kModelledLabel.size()), kModelledLabel.data(), cost.run.total_s * 1e3, tok_per_s());
+  out += line;
+  return out;
+}
+
+nlohmann::json DecoderPlan::to_json() const {
+  nlohmann::json ls = nlohmann::json::array();
+  for (const DecoderLayerPlan& l : layers) {
+    nlohmann::json j = {{"layer", l.layer}, {"local", l.local}, {"fused", l.fused}, {"designs", l.designs}};
+    if (!l.note.empty()) j["not_fused_because"] = l.note;
+    ls.push_back(std::move(j));
+  }
+  nlohmann::json host = nlohmann::json::array();
+  for (const auto& [op, why] : host_ops) host.push_back({{"op", op}, {"reason", why}});
+  return {{"label", kModelledLabel},
+          {"model", model.name},
+          {"family", model.family},
+          {"weights", dtype_name(options.weights)},
+          {"context", options.context},
+          {"layers", ls},
+          {"lm_head", lm_head},
+          {"host_ops", host},
+          {"ddr_bytes_per_token",
+           {{"total", cost.run.ddr_bytes}, {"weights", weight_bytes}, {"kv_read", kv_read_bytes},
+            {"other", cost.run.ddr_bytes - weight_bytes - kv_read_bytes}}},
+          {"cost_per_token", cost.to_json()},
+          {"modelled_ms_per_token", cost.run.total_s * 1e3},
+          {"modelled_tok_per_s", tok_per_s()}};
 }
 
 }  // namespace xdna::npu

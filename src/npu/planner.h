@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/graph.h"
+#include "npu/design_families.h"
 #include "npu/sim_backend.h"
 
 namespace xdna::npu {
@@ -37,5 +38,51 @@ struct Plan {
 ValueInfo infer_output(const Node& node, std::span<const ValueInfo> inputs);
 
 Plan plan_graph(const Graph& g, XclbinPolicy policy = XclbinPolicy::Single);
+
+// ---- Decoder (LLM) decode plans -------------------------------------------------------------
+// What the planner needs of a decoder-only model (the CLI fills it from a DecoderSpec; the npu
+// layer does not depend on the model loaders).
+struct DecoderPlanInput {
+  std::string name;     // model name or path, for the report
+  std::string family;   // "qwen3", "llama", "gemma3"
+  int64_t layers = 0, vocab = 0;
+  DecodeLayerShape shape;          // context is set from the options
+  std::vector<bool> layer_is_local;  // sliding-window layers
+  int64_t sliding_window = 0;
+};
+
+struct DecoderPlanOptions {
+  DType weights = DType::I8;  // bf16, bfp16 or i8
+  int64_t context = 1024;     // KV positions per token (the decode position)
+  int columns = 8;
+};
+
+struct DecoderLayerPlan {
+  int64_t layer = 0;
+  bool local = false;
+  bool fused = false;                // one whole-layer design
+  std::vector<std::string> designs;  // invocations, in order
+  std::string note;                  // why the whole-layer design was not used
+};
+
+// One decode token: every layer and the LM head in one dispatch (one instruction stream), the
+// embedding row gather and sampling on the host. Counts and times are per token in the steady
+// state (the configure back to the first design of the next token is counted).
+struct DecoderPlan {
+  DecoderPlanInput model;
+  DecoderPlanOptions options;
+  std::vector<DecoderLayerPlan> layers;
+  std::vector<std::string> lm_head;               // LM head invocations (vocab pieces)
+  std::vector<std::pair<std::string, std::string>> host_ops;  // op, why it stays on the host
+  CostReport cost;                                 // per token, modelled
+  int64_t weight_bytes = 0;                        // weights at the chosen precision, per token
+  int64_t kv_read_bytes = 0;                       // KV cache read per token
+  double tok_per_s() const { return cost.run.total_s > 0 ? 1.0 / cost.run.total_s : 0; }
+  std::string text() const;
+  nlohmann::json to_json() const;
+};
+
+// Throws std::invalid_argument naming what cannot be planned (shape, dtype).
+DecoderPlan plan_decoder(const DecoderPlanInput& model, const DecoderPlanOptions& options = {});
 
 }  // namespace xdna::npu

@@ -1,0 +1,431 @@
+// Fused decode designs, the LM head and conv2d: one topology (design_families.h, "Fused decode
+// designs") instantiated with different stage lists. Per-core work and bytes are those of the
+// busiest core (shapes are split with ceil, so some cores have padding rows).
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include "npu/design_families.h"
+
+namespace xdna::npu {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+TileCoord shim(int c) { return {c, kAie2p.shim_row}; }
+TileCoord mem(int c) { return {c, kAie2p.memtile_row}; }
+TileCoord core(int c, int r) { return {c, kAie2p.first_compute_row + r}; }
+std::string cname(const std::string& base, int c) { return base + "_c" + std::to_string(c); }
+std::string crname(const std::string& base, int c, int r) {
+  return base + "_c" + std::to_string(c) + "r" + std::to_string(r);
+}
+
+// DDR stream object per core: 2 KiB (512 words: one access-pattern dimension, aie2p.md DMA
+// access-pattern limits size[0] <= 1023 words; double buffering costs 4 KiB of L1).
+
+constexpr int64_t kObj = 2048;
+constexpr int kCores = 4;  // compute rows per column (aie2p.md: array, rows 2-5 compute)
+
+// One part of each core's DDR stream. Per column the arg holds [object][core][kObj] (the bake
+// step's layout), columns one after another; a replicated part (the input vector) is one
+// padded copy every core receives.
+struct Part {
+  std::string arg;
+  int64_t bytes_per_core = 0;
+  bool replicated = false;
+};
+
+struct FusedSpec {
+  std::string family, name;
+  int columns = 8;
+  std::map<std::string, int64_t> params;
+  std::vector<Part> parts;
+  Kernel kernel;                     // the busiest core's work per invocation
+  std::vector<Buffer> core_buffers;  // resident per core (residual, normed x, accumulators)
+  int exchanges = 0;                 // stages whose outputs are all-gathered on the array
+  int64_t slice_bytes = 0;           // per core per exchange
+  int64_t result_bytes = 0;          // drained by the last core
+  int64_t kv_new_bytes = 0;          // drained by core (0,2)
+  int64_t join_bytes = 0;            // per core per object, joined per column and drained
+  int64_t join_objects = 1;          //   (no exchange)
+  int64_t const_bytes = 0;           // broadcast per column to its cores (no exchange)
+};
+
+void check(bool ok, const std::string& family, const std::string& what) {
+  if (!ok) throw std::invalid_argument(family + ": " + what);
+}
+
+Design build_fused(const FusedSpec& f) {
+  check(f.columns >= 1 && f.columns <= kAie2p.columns, f.family,
+        "columns must be 1.." + std::to_string(kAie2p.columns) + ", got " + std::to_string(f.columns));
+  check(!(f.exchanges > 0 && (f.join_bytes > 0 || f.const_bytes > 0)), f.family,
+        "an exchanging design uses core S2MM1 and MM2S0 for the exchange");
+  Design d;
+  d.family = f.family;
+  d.name = f.name;
+  d.params = f.params;
+  d.params["columns"] = f.columns;
+  d.params["object_bytes"] = kObj;
+  auto tile = [&](TileCoord at) -> TileUse& {
+    for (TileUse& t : d.tiles)
+      if (t.at == at) return t;
+    d.tiles.push_back({at, {}, false, {}});
+    return d.tiles.back();
+  };
+  auto fifo = [&](const std::string& name, FifoEnd p, std::vector<FifoEnd> cons, int depth,
+                  int64_t elem, int64_t objects) {
+    tile(p.tile);
+    for (const FifoEnd& c : cons) tile(c.tile);
+    d.fifos.push_back({name, p, std::move(cons), depth, elem, objects});
+  };
+  auto arg = [&](const std::string& name, int64_t bytes) {
+    for (size_t i = 0; i < d.args.size(); ++i)
+      if (d.args[i].name == name) {
+        d.args[i].bytes = std::max(d.args[i].bytes, bytes);
+        return int(i);
+      }
+    d.args.push_back({name, bytes});
+    return int(d.args.size()) - 1;
+  };
+  const int last_col = f.columns - 1;
+  const TileCoord last_core = core(last_col, kCores - 1);
+
+  // DDR stream: objects per core over all parts.
+  int64_t objects = 0;
+  for (const Part& p : f.parts) objects += ceil_div(p.bytes_per_core, kObj);
+  check(objects > 0, f.family, "nothing to stream");
+  for (int c = 0; c < f.columns; ++c) {
+    const std::string in = cname("ddr", c) + "_l3l2";
+    fifo(in, {shim(c), 0}, {{mem(c), 0}}, 2, kObj * kCores, objects);
+    FifoLink split{{in}, {}, {}};
+    for (int r = 0; r < kCores; ++r) {
+      fifo(crname("ddr", c, r), {mem(c), r}, {{core(c, r), 0}}, 2, kObj, objects);
+      split.outputs.push_back(crname("ddr", c, r));
+      split.offsets.push_back(r * kObj);
+    }
+    d.links.push_back(split);
+    for (int r = 0; r < kCores; ++r) {
+      TileUse& t = tile(core(c, r));
+      t.has_kernel = true;
+      t.kernel = f.kernel;
+      t.buffers.push_back({"stack", kStackBytes, DType::I8});
+      for (const Buffer& b : f.core_buffers) t.buffers.push_back(b);
+    }
+  }
+  if (f.exchanges > 0) {
+    // Memtile chain: column c joins [what came from the left | its 4 slices].
+    const int64_t s = f.slice_bytes;
+    for (int c = 0; c < f.columns; ++c) {
+      FifoLink join{{}, {}, {}};
+      if (c > 0) {
+        join.inputs.push_back(cname("chain", c - 1));
+        join.offsets.push_back(0);
+      }
+      for (int r = 0; r < kCores; ++r) {
+        fifo(crname("slice", c, r), {core(c, r), 0}, {{mem(c), 1 + r}}, 2, s, f.exchanges);
+        join.inputs.push_back(crname("slice", c, r));
+        join.offsets.push_back((int64_t(c) * kCores + r) * s);
+      }
+      const int64_t out = (int64_t(c) + 1) * kCores * s;
+      if (c < last_col) {
+        fifo(cname("chain", c), {mem(c), 5}, {{mem(c + 1), 5}}, 2, out, f.exchanges);
+        join.outputs.push_back(cname("chain", c));
+      } else {
+        std::vector<FifoEnd> all;
+        for (int cc = 0; cc < f.columns; ++cc)
+          for (int r = 0; r < kCores; ++r) all.push_back({core(cc, r), 1});
+        fifo("act", {mem(c), 4}, all, 2, out, f.exchanges);
+        join.outputs.push_back("act");
+      }
+      d.links.push_back(join);
+    }
+  }
+  if (f.join_bytes > 0)
+    for (int c = 0; c < f.columns; ++c) {
+      FifoLink join{{}, {cname("out", c) + "_l2l3"}, {}};
+      for (int r = 0; r < kCores; ++r) {
+        fifo(crname("out", c, r), {core(c, r), 0}, {{mem(c), 1 + r}}, 2, f.join_bytes, f.join_objects);
+        join.inputs.push_back(crname("out", c, r));
+        join.offsets.push_back(r * f.join_bytes);
+      }
+      fifo(cname("out", c) + "_l2l3", {mem(c), 4}, {{shim(c), 0}}, 2, kCores * f.join_bytes, f.join_objects);
+      d.links.push_back(join);
+    }
+  if (f.const_bytes > 0)
+    for (int c = 0; c < f.columns; ++c) {
+      std::vector<FifoEnd> cons;
+      for (int r = 0; r < kCores; ++r) cons.push_back({core(c, r), 1});
+      fifo(cname("const", c), {shim(c), 1}, cons, 1, f.const_bytes, 1);
+    }
+  if (f.result_bytes > 0) fifo("result", {last_core, 1}, {{shim(last_col), 0}}, 1, f.result_bytes, 1);
+  if (f.kv_new_bytes > 0) fifo("kv_new", {core(0, 0), 1}, {{shim(0), 1}}, 1, f.kv_new_bytes, 1);
+
+  // Runtime sequence: per column its stream parts in order, then the drains, then the waits.
+  const int64_t W = 4;
+  for (int c = 0; c < f.columns; ++c) {
+    int queued = 0;  // fills on this column's shim MM2S0 not yet awaited
+    for (const Part& p : f.parts) {
+      const int64_t objs = ceil_div(p.bytes_per_core, kObj);
+      if (objs == 0) continue;
+      if (queued == kAie2p.task_queue_depth) {  // aie2p.md: task queue, 4 tasks per channel
+        d.sequence.push_back({SeqOp::Wait, cname("ddr", c) + "_l3l2", 0, {}});
+        queued = 0;
+      }
+      ++queued;
+      AccessPattern pat;
+      if (p.replicated) {  // one padded copy, sent to each of the 4 cores object by object
+        const int a = arg(p.arg, objs * kObj);
+        pat = {4, 0, {{kObj / W, 1}, {kCores, 0}, {objs, kObj / W}}, 1};
+        d.sequence.push_back({SeqOp::Fill, cname("ddr", c) + "_l3l2", a, pat});
+      } else {
+        const int64_t col_bytes = objs * kObj * kCores;
+        const int a = arg(p.arg, col_bytes * f.columns);
+        d.sequence.push_back({SeqOp::Fill, cname("ddr", c) + "_l3l2", a,
+                              contiguous_pattern(c * col_bytes, col_bytes)});
+      }
+    }
+    if (f.const_bytes > 0)
+      d.sequence.push_back({SeqOp::Fill, cname("const", c), arg("const", f.const_bytes),
+                            contiguous_pattern(0, f.const_bytes)});
+    if (f.join_bytes > 0) {
+      const int64_t col = kCores * f.join_bytes * f.join_objects;
+      d.sequence.push_back({SeqOp::Drain, cname("out", c) + "_l2l3", arg("out", col * f.columns),
+                            contiguous_pattern(c * col, col)});
+    }
+  }
+  if (f.result_bytes > 0)
+    d.sequence.push_back({SeqOp::Drain, "result", arg("result", f.result_bytes),
+                          contiguous_pattern(0, f.result_bytes)});
+  if (f.kv_new_bytes > 0)
+    d.sequence.push_back({SeqOp::Drain, "kv_new", arg("kv_new", f.kv_new_bytes),
+                          contiguous_pattern(0, f.kv_new_bytes)});
+  for (int c = 0; c < f.columns; ++c) {
+    if (f.join_bytes > 0) d.sequence.push_back({SeqOp::Wait, cname("out", c) + "_l2l3", 0, {}});
+    d.sequence.push_back({SeqOp::Wait, cname("ddr", c) + "_l3l2", 0, {}});
+    if (f.const_bytes > 0) d.sequence.push_back({SeqOp::Wait, cname("const", c), 0, {}});
+  }
+  if (f.result_bytes > 0) d.sequence.push_back({SeqOp::Wait, "result", 0, {}});
+  if (f.kv_new_bytes > 0) d.sequence.push_back({SeqOp::Wait, "kv_new", 0, {}});
+  validate_design(d);
+  return d;
+}
+
+void check_shape(const std::string& fam, const DecodeLayerShape& s) {
+  for (auto [what, v] : {std::pair{"hidden", s.hidden}, {"heads", s.heads}, {"kv_heads", s.kv_heads},
+                         {"head_dim", s.head_dim}, {"intermediate", s.intermediate}, {"context", s.context}})
+    check(v > 0, fam, std::string(what) + " must be positive, got " + std::to_string(v));
+  check(s.heads % s.kv_heads == 0, fam, "heads " + std::to_string(s.heads) +
+        " is not a multiple of kv_heads " + std::to_string(s.kv_heads));
+  check(s.hidden % 16 == 0 && s.head_dim % 16 == 0, fam, "hidden and head_dim must be multiples of 16");
+}
+
+void check_weights(const std::string& fam, DType t) {
+  check(t == DType::BF16 || t == DType::BFP16 || t == DType::I8, fam,
+        "dtype " + std::string(dtype_name(t)) + " is not bf16, bfp16 or i8");
+}
+
+std::string shape_name(const DecodeLayerShape& s) {
+  return std::to_string(s.hidden) + "_h" + std::to_string(s.heads) + "kv" + std::to_string(s.kv_heads) +
+         "d" + std::to_string(s.head_dim) + "_i" + std::to_string(s.intermediate) +
+         (s.qk_norm ? "_qkn" : "") + (s.gelu ? "_geglu" : "");
+}
+
+// Per-core work of each stage, for `P` cores. Element-op counts per value as in the unfused
+// families: RMSNorm 3, SiLU 4 / tanh-GELU 8 (+1 for the gate product), softmax 5, RoPE 3
+// (two products and an add per value, cos/sin from a table in the stream).
+struct Stages {
+  int64_t P;
+  DType dtype;
+  const DecodeLayerShape& s;
+  int64_t q_dim() const { return s.heads * s.head_dim; }
+  int64_t kv_dim() const { return s.kv_heads * s.head_dim; }
+  int64_t rows(int64_t n) const { return ceil_div(n, P); }
+  int64_t wbytes(int64_t n, int64_t k) const { return rows(n) * dtype_bytes(dtype, k); }
+  // Attention split: cores per KV head (position blocks) or KV heads per core.
+  int64_t kv_per_core() const { return ceil_div(s.kv_heads, P); }
+  int64_t cores_per_kv() const { return std::max<int64_t>(1, P / s.kv_heads); }
+  int64_t positions_per_core() const { return ceil_div(s.context, cores_per_kv()); }
+  int64_t kv_bytes() const { return kv_per_core() * 2 * positions_per_core() * s.head_dim * 2; }
+  int64_t attn_partial_bytes() const {  // per core: bf16 out, f32 max and sum per query head
+    return kv_per_core() * (s.heads / s.kv_heads) * (s.head_dim * 2 + 8);
+  }
+  // The attention partials travel as several exchange objects of `slice` bytes each (a core's
+  // partial is larger than its slice of any other stage's output).
+  int64_t attn_objects(int64_t slice) const { return ceil_div(attn_partial_bytes(), slice); }
+  int64_t attn_macs() const {
+    return kv_per_core() * (s.heads / s.kv_heads) * positions_per_core() * s.head_dim * 2;
+  }
+  int64_t attn_ops() const {
+    return kv_per_core() * (s.heads / s.kv_heads) * positions_per_core() * 5 +
+           s.heads * cores_per_kv() * s.head_dim * 2;  // combine every core's partials
+  }
+  int64_t rope_ops() const { return (q_dim() + kv_dim()) * 3 + (s.qk_norm ? (q_dim() + kv_dim()) * 3 : 0); }
+  int64_t act_ops() const { return rows(s.intermediate) * ((s.gelu ? 8 : 4) + 1); }
+};
+
+}  // namespace
+
+Design mlp_fused_design(DType dtype, const DecodeLayerShape& s, int columns) {
+  const std::string fam = "mlp_fused";
+  check_weights(fam, dtype);
+  check_shape(fam, s);
+  const Stages st{int64_t(columns) * kCores, dtype, s};
+  FusedSpec f;
+  f.family = fam;
+  f.columns = columns;
+  f.name = fam + "_" + std::string(dtype_name(dtype)) + "_" + std::to_string(s.hidden) + "x" +
+           std::to_string(s.intermediate) + (s.gelu ? "_geglu" : "_swiglu") + "_c" + std::to_string(columns);
+  f.params = {{"hidden", s.hidden}, {"intermediate", s.intermediate}, {"gelu", s.gelu}};
+  f.parts = {{"x", s.hidden * 2, true},
+             {"weights", 2 * st.wbytes(s.intermediate, s.hidden) + st.wbytes(s.hidden, s.intermediate), false}};
+  const int64_t macs = 2 * st.rows(s.intermediate) * s.hidden + st.rows(s.hidden) * s.intermediate;
+  f.kernel = {"mlp_fused_" + std::string(dtype_name(dtype)), dtype,
+              {{"hidden", s.hidden}, {"intermediate", s.intermediate}}, 0, macs, st.act_ops()};
+  f.exchanges = 2;  // h, then y
+  f.slice_bytes = round_up(std::max(st.rows(s.intermediate), st.rows(s.hidden)) * 2, 4);
+  f.core_buffers = {{"x", s.hidden * 2, DType::BF16}, {"h", s.intermediate * 2, DType::BF16},
+                    {"acc", f.slice_bytes * 2, DType::F32}};
+  f.result_bytes = s.hidden * 2;
+  return build_fused(f);
+}
+
+Design qkv_rope_design(DType dtype, const DecodeLayerShape& s, int columns) {
+  const std::string fam = "qkv_rope";
+  check_weights(fam, dtype);
+  check_shape(fam, s);
+  const Stages st{int64_t(columns) * kCores, dtype, s};
+  const int64_t n = st.q_dim() + 2 * st.kv_dim();
+  FusedSpec f;
+  f.family = fam;
+  f.columns = columns;
+  f.name = fam + "_" + std::string(dtype_name(dtype)) + "_" + shape_name(s) + "_c" + std::to_string(columns);
+  f.params = {{"hidden", s.hidden}, {"heads", s.heads}, {"kv_heads", s.kv_heads},
+              {"head_dim", s.head_dim}, {"qk_norm", s.qk_norm}};
+  // gamma, qkv rows, then QK-norm gammas and the RoPE cos/sin row of this position.
+  f.parts = {{"x", s.hidden * 2, true},
+             {"weights", s.hidden * 2 + st.wbytes(n, s.hidden) + (s.qk_norm ? 4 * s.head_dim : 0), false},
+             {"rope", 2 * s.head_dim * 2, true}};
+  f.kernel = {"qkv_rope_" + std::string(dtype_name(dtype)), dtype, {{"hidden", s.hidden}}, 0,
+              st.rows(n) * s.hidden, s.hidden * 3 + st.rope_ops()};
+  f.exchanges = 1;
+  f.slice_bytes = round_up(st.rows(n) * 2, 4);
+  f.core_buffers = {{"x", s.hidden * 2, DType::BF16}, {"qkv", n * 2, DType::BF16}};
+  f.result_bytes = st.q_dim() * 2;
+  f.kv_new_bytes = 2 * st.kv_dim() * 2;
+  return build_fused(f);
+}
+
+Design attention_decode_design(const DecodeLayerShape& s, int columns) {
+  const std::string fam = "attention_decode";
+  check_shape(fam, s);
+  const Stages st{int64_t(columns) * kCores, DType::BF16, s};
+  FusedSpec f;
+  f.family = fam;
+  f.columns = columns;
+  f.name = fam + "_" + shape_name(s) + "_c" + std::to_string(columns);
+  f.params = {{"heads", s.heads}, {"kv_heads", s.kv_heads}, {"head_dim", s.head_dim},
+              {"context", s.context}, {"positions_per_core", st.positions_per_core()}};
+  f.parts = {{"q", st.q_dim() * 2, true}, {"kv", st.kv_bytes(), false}};
+  f.kernel = {"attention_decode_bf16", DType::BF16, {{"head_dim", s.head_dim}}, 0, st.attn_macs(), st.attn_ops()};
+  f.slice_bytes = std::min<int64_t>(256, st.attn_partial_bytes());
+  f.exchanges = int(st.attn_objects(f.slice_bytes));
+  f.core_buffers = {{"q", st.q_dim() * 2, DType::BF16}, {"partial", st.attn_partial_bytes(), DType::F32},
+                    {"scores", kObj / 2 * 4, DType::F32}};
+  f.result_bytes = st.q_dim() * 2;
+  return build_fused(f);
+}
+
+Design decode_layer_design(DType dtype, const DecodeLayerShape& s, int columns) {
+  const std::string fam = "decode_layer";
+  check_weights(fam, dtype);
+  check_shape(fam, s);
+  const Stages st{int64_t(columns) * kCores, dtype, s};
+  const int64_t n_qkv = st.q_dim() + 2 * st.kv_dim();
+  FusedSpec f;
+  f.family = fam;
+  f.columns = columns;
+  f.name = fam + "_" + std::string(dtype_name(dtype)) + "_" + shape_name(s) + "_c" + std::to_string(columns);
+  f.params = {{"hidden", s.hidden},     {"heads", s.heads},       {"kv_heads", s.kv_heads},
+              {"head_dim", s.head_dim}, {"intermediate", s.intermediate}, {"context", s.context},
+              {"qk_norm", s.qk_norm},   {"gelu", s.gelu}};
+  const int64_t w_attn = s.hidden * 2 + st.wbytes(n_qkv, s.hidden) + (s.qk_norm ? 4 * s.head_dim : 0);
+  const int64_t w_rest = st.wbytes(s.hidden, st.q_dim()) + s.hidden * 2 +
+                         2 * st.wbytes(s.intermediate, s.hidden) + st.wbytes(s.hidden, s.intermediate);
+  f.parts = {{"x", s.hidden * 2, true},
+             {"weights", w_attn, false},
+             {"rope", 2 * s.head_dim * 2, true},
+             {"kv", st.kv_bytes(), false},
+             {"weights_rest", w_rest, false}};
+  const int64_t macs = st.rows(n_qkv) * s.hidden + st.attn_macs() + st.rows(s.hidden) * st.q_dim() +
+                       2 * st.rows(s.intermediate) * s.hidden + st.rows(s.hidden) * s.intermediate;
+  // Norms and residual adds run on every core over the whole vector (no exchange needed).
+  const int64_t ops = 2 * s.hidden * 3 + 2 * s.hidden + st.rope_ops() + st.attn_ops() + st.act_ops();
+  f.kernel = {"decode_layer_" + std::string(dtype_name(dtype)), dtype,
+              {{"hidden", s.hidden}, {"context", s.context}}, 0, macs, ops};
+  // Exchanged stages: qkv, attention partials (several objects), o, h, down.
+  f.slice_bytes = round_up(std::max({st.rows(n_qkv) * 2, st.rows(s.intermediate) * 2, st.rows(s.hidden) * 2}), 4);
+  f.exchanges = 4 + int(st.attn_objects(f.slice_bytes));
+  f.core_buffers = {{"residual", s.hidden * 4, DType::F32},
+                    {"x_norm", s.hidden * 2, DType::BF16},
+                    {"partial", st.attn_partial_bytes(), DType::F32},
+                    {"acc", f.slice_bytes * 2, DType::F32}};
+  f.result_bytes = s.hidden * 2;
+  f.kv_new_bytes = 2 * st.kv_dim() * 2;
+  return build_fused(f);
+}
+
+Design lm_head_design(DType dtype, int64_t vocab, int64_t hidden, int columns) {
+  const std::string fam = "lm_head";
+  check_weights(fam, dtype);
+  check(vocab > 0 && hidden > 0 && hidden % 16 == 0, fam, "vocab and hidden must be positive, hidden a multiple of 16");
+  const int64_t P = int64_t(columns) * kCores;
+  // Logits leave in objects of up to 256 rows (1 KiB of f32) per core.
+  const int64_t chunk = std::min<int64_t>(256, ceil_div(vocab, P));
+  const int64_t objects = ceil_div(ceil_div(vocab, P), chunk), rows = objects * chunk;
+  FusedSpec f;
+  f.family = fam;
+  f.columns = columns;
+  f.name = fam + "_" + std::string(dtype_name(dtype)) + "_" + std::to_string(vocab) + "x" +
+           std::to_string(hidden) + "_c" + std::to_string(columns);
+  f.params = {{"vocab", vocab}, {"hidden", hidden}, {"vocab_pad", rows * P}};
+  f.parts = {{"x", hidden * 2, true}, {"weights", hidden * 2 + rows * dtype_bytes(dtype, hidden), false}};
+  f.kernel = {"lm_head_" + std::string(dtype_name(dtype)), dtype, {{"hidden", hidden}}, 0, rows * hidden,
+              hidden * 3};
+  f.join_bytes = chunk * 4;
+  f.join_objects = objects;
+  f.core_buffers = {{"x", hidden * 2, DType::BF16}};
+  return build_fused(f);
+}
+
+Design conv2d_design(int64_t height, int64_t width, int64_t c_in, int64_t c_out, int64_t kernel,
+                     int columns) {
+  const std::string fam = "conv2d";
+  for (auto [what, v] : {std::pair{"height", height}, {"width", width}, {"c_in", c_in},
+                         {"c_out", c_out}, {"kernel", kernel}})
+    check(v > 0, fam, std::string(what) + " must be positive, got " + std::to_string(v));
+  check(kernel % 2 == 1, fam, "kernel " + std::to_string(kernel) + " must be odd ('same' padding)");
+  check(c_in % 8 == 0 && c_out % 2 == 0, fam, "c_in must be a multiple of 8 and c_out even");
+  const int64_t P = int64_t(columns) * kCores;
+  const int64_t rows = ceil_div(height, P);  // output rows per core
+  const int64_t in_rows = rows + kernel - 1;  // with the halo
+  const int64_t w_bytes = kernel * kernel * c_in * c_out * 2;
+  FusedSpec f;
+  f.family = fam;
+  f.columns = columns;
+  f.name = fam + "_" + std::to_string(height) + "x" + std::to_string(width) + "x" + std::to_string(c_in) +
+           "_" + std::to_string(c_out) + "_k" + std::to_string(kernel) + "_c" + std::to_string(columns);
+  f.params = {{"height", height}, {"width", width}, {"c_in", c_in}, {"c_out", c_out},
+              {"kernel", kernel}, {"rows_per_core", rows}};
+  f.parts = {{"input", in_rows * width * c_in * 2, false}};
+  // Implicit GEMM: [rows*width] x [k*k*c_in] x [c_out] through the bf16 mmul.
+  f.kernel = {"conv2d_bf16", DType::BF16, {{"kernel", kernel}, {"c_in", c_in}, {"c_out", c_out}},
+              rows * width * kernel * kernel * c_in * c_out, 0, 0};
+  f.const_bytes = w_bytes;
+  f.join_bytes = round_up(rows * width * c_out * 2, 4);
+  f.core_buffers = {{"acc", width * c_out * 4, DType::F32}};
+  return build_fused(f);
+}
+
+}  // namespace xdna::npu

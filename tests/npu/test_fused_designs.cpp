@@ -1,0 +1,132 @@
+// Fused decode designs (MLP block, QKV + RoPE, decode attention, whole layer), the LM head and
+// conv2d: realistic shapes validate, oversized ones are refused naming the resource, and the
+// cost model prices a fused layer below the same work as separate dispatches.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <vector>
+
+#include "npu/cost_model.h"
+#include "npu/design_families.h"
+
+using namespace xdna;
+using namespace xdna::npu;
+
+namespace {
+
+// Qwen3-0.6B and Gemma 3 270M decoder layers (their config.json), 1024 positions of context.
+DecodeLayerShape qwen3_06b() { return {1024, 16, 8, 128, 3072, 1024, true, false}; }
+DecodeLayerShape gemma3_270m() { return {640, 4, 1, 256, 2048, 1024, true, true}; }
+
+void expect_refused(const std::function<Design()>& make, std::initializer_list<const char*> fragments) {
+  try {
+    make();
+    FAIL() << "design was accepted";
+  } catch (const std::invalid_argument& e) {
+    for (const char* f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+  }
+}
+
+double run_s(const std::vector<const Design*>& designs, bool one_dispatch) {
+  std::vector<Invocation> inv;
+  for (const Design* d : designs) inv.push_back({d, "x", !one_dispatch || inv.empty()});
+  return model_run(inv).total_s;
+}
+
+// The same layer as separate dispatches of the unfused families (RoPE omitted: it has no
+// unfused family, which only flatters the unfused side).
+struct Unfused {
+  std::vector<Design> designs;
+  std::vector<const Design*> ptrs() const {
+    std::vector<const Design*> p;
+    for (const Design& d : designs) p.push_back(&d);
+    return p;
+  }
+};
+Unfused unfused_mlp(DType t, const DecodeLayerShape& s) {
+  return {{gemv_design(t, s.intermediate, s.hidden), gemv_design(t, s.intermediate, s.hidden),
+           elementwise_design(s.gelu ? "gelu" : "silu", s.intermediate),
+           elementwise_design("mul", s.intermediate), gemv_design(t, s.hidden, s.intermediate)}};
+}
+Unfused unfused_layer(DType t, const DecodeLayerShape& s) {
+  const int64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
+  Unfused u{{norm_design(NormKind::RMS, 1, s.hidden), gemv_design(t, q, s.hidden),
+             gemv_design(t, kv, s.hidden), gemv_design(t, kv, s.hidden),
+             norm_design(NormKind::RMS, s.heads + s.kv_heads, s.head_dim),
+             attention_decode_design(s), gemv_design(t, s.hidden, q),
+             elementwise_design("add", s.hidden), norm_design(NormKind::RMS, 1, s.hidden)}};
+  for (Design& d : unfused_mlp(t, s).designs) u.designs.push_back(std::move(d));
+  u.designs.push_back(elementwise_design("add", s.hidden));
+  return u;
+}
+
+}  // namespace
+
+TEST(FusedDesigns, ModelShapesValidate) {
+  for (const DecodeLayerShape& s : {qwen3_06b(), gemma3_270m()}) {
+    for (DType t : {DType::BF16, DType::BFP16, DType::I8}) {
+      const Design layer = decode_layer_design(t, s);
+      EXPECT_EQ(layer.family, "decode_layer");
+      EXPECT_NO_THROW(validate_design(layer));
+      EXPECT_NO_THROW(mlp_fused_design(t, s));
+      EXPECT_NO_THROW(qkv_rope_design(t, s));
+    }
+    EXPECT_NO_THROW(attention_decode_design(s));
+    // A long context only lengthens the KV fills: the array configuration is the same.
+    DecodeLayerShape longer = s;
+    longer.context = 32768;
+    EXPECT_EQ(decode_layer_design(DType::I8, longer).name, decode_layer_design(DType::I8, s).name);
+  }
+  EXPECT_NO_THROW(lm_head_design(DType::I8, 151936, 1024));
+  EXPECT_NO_THROW(lm_head_design(DType::BF16, 262144, 640));
+  EXPECT_NO_THROW(conv2d_design(32, 32, 16, 32, 3));
+}
+
+TEST(FusedDesigns, FusedLayerStreamsEachWeightOnce) {
+  const DecodeLayerShape s = qwen3_06b();
+  const Design d = decode_layer_design(DType::I8, s);
+  const DesignCost c = model_design(d);
+  const int64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
+  const int64_t weights = s.hidden * (q + 2 * kv) + q * s.hidden + 3 * s.hidden * s.intermediate;
+  const int64_t kv_cache = 2 * s.context * kv * 2;
+  // DDR bytes = weights + KV cache + small vectors (padding to 4 KiB objects): within 5%.
+  EXPECT_GE(c.ddr_bytes, weights + kv_cache);
+  EXPECT_LE(double(c.ddr_bytes), 1.05 * double(weights + kv_cache));
+  EXPECT_EQ(c.bottleneck, "ddr");  // bytes streamed from DDR dominate
+}
+
+TEST(FusedDesigns, OversizedShapesAreRefusedNamingTheResource) {
+  // Llama-70B-like layer: the resident residual stream and exchange ring no longer fit L1.
+  const DecodeLayerShape big{8192, 64, 8, 128, 28672, 1024, false, false};
+  expect_refused([&] { return decode_layer_design(DType::I8, big); }, {"compute tile", "L1", "65536"});
+  expect_refused([&] { return mlp_fused_design(DType::I8, big); }, {"compute tile", "L1"});
+  // All conv2d weights must fit each core's L1 next to its buffers.
+  expect_refused([] { return conv2d_design(56, 56, 64, 64, 3); }, {"compute tile", "L1"});
+  // Parameters that cannot be met are refused by name.
+  DecodeLayerShape bad = qwen3_06b();
+  bad.kv_heads = 3;
+  expect_refused([&] { return decode_layer_design(DType::I8, bad); }, {"kv_heads"});
+  expect_refused([&] { return mlp_fused_design(DType::F32, qwen3_06b()); }, {"dtype"});
+}
+
+TEST(FusedDesigns, FusedIsCheaperThanUnfusedDispatches) {
+  for (const DecodeLayerShape& s : {qwen3_06b(), gemma3_270m()}) {
+    for (DType t : {DType::BF16, DType::I8}) {
+      const Design layer = decode_layer_design(t, s);
+      const Unfused u = unfused_layer(t, s);
+      const double fused = run_s({&layer}, true);
+      const double separate = run_s(u.ptrs(), false);
+      const double one_dispatch = run_s(u.ptrs(), true);  // same, but configures instead
+      EXPECT_LT(fused, one_dispatch) << layer.name;
+      EXPECT_LT(one_dispatch, separate) << layer.name;
+      // Fewer DDR round trips: the fused layer reads no more DDR bytes than the pieces.
+      int64_t bytes = 0;
+      for (const Design& d : u.designs) bytes += model_design(d).ddr_bytes;
+      EXPECT_LT(model_design(layer).ddr_bytes, bytes) << layer.name;
+
+      const Design mlp = mlp_fused_design(t, s);
+      const Unfused um = unfused_mlp(t, s);
+      EXPECT_LT(run_s({&mlp}, true), run_s(um.ptrs(), true)) << mlp.name;
+    }
+  }
+}
