@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu.h"
 #include "core/parallel.h"
+#include "host/gemm.h"
 #include "host/matmul.h"
 #include "host/ops.h"
 
@@ -52,39 +54,120 @@ struct Problem {
   }
 };
 
-// Plain-pointer loops (see ops.cpp: captured pointers would be reloaded after each store).
-float dot(const float* a, const float* b, int64_t n) {
-  float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
-  return acc;
-}
-void axpy(float w, const float* x, float* y, int64_t n) {
+// y += w · x over n floats. The attention file is built for the baseline ISA, so the loop is
+// compiled once per vector width (target attributes) and picked at run time like the kernels.
+void axpy_scalar(float w, const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += w * x[i];
 }
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2,fma"))) void axpy_avx2(float w, const float* __restrict x, float* __restrict y,
+                                                   int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += w * x[i];
+}
+__attribute__((target("avx512f"))) void axpy_avx512(float w, const float* __restrict x, float* __restrict y,
+                                                    int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += w * x[i];
+}
+#endif
+using AxpyFn = void (*)(float, const float* __restrict, float* __restrict, int64_t);
+AxpyFn active_axpy() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  switch (active_isa()) {
+    case Isa::Avx512: return axpy_avx512;
+    case Isa::Avx2: return axpy_avx2;
+    default: break;
+  }
+#endif
+  return axpy_scalar;
+}
 
-// One work item per (query row, head): dot products, softmax, weighted sum of values.
+// Per-thread scratch that only grows: decode runs this op ~20 times a token, so no allocations.
+float* scratch(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+// Few query rows (decode): flash-decoding. Work items are (query row, kv head, key chunk); one
+// item streams its chunk of K and V once for ALL the query heads of the kv head's group (GQA),
+// keeping their softmax numerators in a chunk-local scale (max m, sum l). The chunks are then
+// merged per (row, head): y = Σ_c l_c e^(m_c - M) y_c / Σ_c l_c e^(m_c - M). Splitting the keys
+// keeps both threads busy when there is one kv head (Gemma 3 270M) and reads the cache once.
 void attention_rows(const Problem& a) {
-  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(a.S * a.D, 1));
-  parallel_for(a.T * a.Hq, grain, [&](int64_t i0, int64_t i1) {
-    std::vector<float> scores(a.S);
+  const IsaKernels& kern = active_kernels();
+  const AxpyFn axpy = active_axpy();
+  const int64_t G = a.group, rows_heads = a.T * a.Hkv;
+  // Chunks of at least 64 keys, enough of them for every thread to get a share.
+  const int64_t max_split = std::max<int64_t>(1, (a.S + 63) / 64);
+  const int64_t split =
+      std::clamp<int64_t>((2 * num_threads() + rows_heads - 1) / rows_heads, 1, std::min<int64_t>(max_split, 64));
+  const int64_t items = rows_heads * split, stride = G * (a.Dv + 2);  // per item: G × (y_c, m_c, l_c)
+  thread_local std::vector<float> partial_buf;
+  float* partial = scratch(partial_buf, static_cast<size_t>(items * stride));
+  parallel_for(items, 1, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<float> score_buf;
     for (int64_t it = i0; it < i1; ++it) {
-      const int64_t t = it / a.Hq, h = it % a.Hq, kh = h / a.group;
-      const float* qr = a.q + (t * a.Hq + h) * a.D;
-      float* out = a.y + (t * a.Hq + h) * a.Dv;
-      std::fill(out, out + a.Dv, 0.0f);
+      const int64_t c = it % split, kh = (it / split) % a.Hkv, t = it / (split * a.Hkv);
+      float* part = partial + it * stride;  // [G][Dv] outputs, then [G] maxima, then [G] sums
+      float* pm = part + G * a.Dv;
+      float* pl = pm + G;
+      std::fill(part, part + G * a.Dv, 0.0f);
       int64_t lo, hi;
       a.visible(t, lo, hi);
-      if (lo >= hi) continue;  // nothing visible
-      for (int64_t j = lo; j < hi; ++j)
-        scores[j - lo] = a.logit(dot(qr, a.k + (j * a.Hkv + kh) * a.D, a.D), t, j);
-      softmax_rows(scores.data(), 1, hi - lo);
-      for (int64_t j = lo; j < hi; ++j) {
-        const float w = scores[j - lo];
-        if (w != 0.0f) axpy(w, a.v + (j * a.Hkv + kh) * a.Dv, out, a.Dv);
+      const int64_t per = (std::max<int64_t>(hi - lo, 0) + split - 1) / split;
+      const int64_t c0 = lo + c * per, c1 = std::min(hi, c0 + per), n = c1 - c0;
+      for (int64_t g = 0; g < G; ++g) pm[g] = -std::numeric_limits<float>::infinity(), pl[g] = 0.0f;
+      if (n <= 0) continue;
+      float* s = scratch(score_buf, static_cast<size_t>(G * n));  // [G][n]
+      XRow xq[64];
+      const int64_t gq = std::min<int64_t>(G, 64);
+      for (int64_t g = 0; g < gq; ++g) xq[g] = {a.q + (t * a.Hq + kh * G + g) * a.D, nullptr, nullptr, a.D};
+      for (int64_t j = c0; j < c1; ++j) {
+        const float* kr = a.k + (j * a.Hkv + kh) * a.D;
+        for (int64_t g = 0; g < G; ++g) {
+          const float d = g < gq ? kern.dot_f32(kr, xq[g]) : kern.dot_f32(kr, XRow{a.q + (t * a.Hq + kh * G + g) * a.D, nullptr, nullptr, a.D});
+          s[g * n + (j - c0)] = a.logit(d, t, j);
+        }
+      }
+      for (int64_t g = 0; g < G; ++g) {
+        float* sg = s + g * n;
+        const int64_t arg = std::max_element(sg, sg + n) - sg;
+        if (sg[arg] == -std::numeric_limits<float>::infinity()) {  // every key masked out
+          std::fill(sg, sg + n, 0.0f);
+          continue;
+        }
+        pm[g] = sg[arg];
+        softmax_rows(sg, 1, n);
+        pl[g] = 1.0f / sg[arg];  // the max's numerator is e^0 = 1, so it holds 1 / l
+      }
+      for (int64_t j = c0; j < c1; ++j) {
+        const float* vr = a.v + (j * a.Hkv + kh) * a.Dv;
+        for (int64_t g = 0; g < G; ++g) {
+          const float w = s[g * n + (j - c0)];
+          if (w != 0.0f) axpy(w, vr, part + g * a.Dv, a.Dv);
+        }
       }
     }
   });
+  for (int64_t t = 0; t < a.T; ++t)
+    for (int64_t h = 0; h < a.Hq; ++h) {
+      const int64_t kh = h / G, g = h % G;
+      const float* first = partial + ((t * a.Hkv + kh) * split) * stride;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t c = 0; c < split; ++c) mx = std::max(mx, first[c * stride + G * a.Dv + g]);
+      float* out = a.y + (t * a.Hq + h) * a.Dv;
+      std::fill(out, out + a.Dv, 0.0f);
+      if (mx == -std::numeric_limits<float>::infinity()) continue;  // nothing visible
+      float weights[64], total = 0.0f;
+      const int64_t nc = split;
+      for (int64_t c = 0; c < nc; ++c) {
+        const float* pc = first + c * stride;
+        const float l = pc[G * a.Dv + G + g], m = pc[G * a.Dv + g];
+        weights[c] = l > 0.0f ? l * std::exp(m - mx) : 0.0f;
+        total += weights[c];
+      }
+      for (int64_t c = 0; c < nc; ++c)
+        if (weights[c] > 0.0f) axpy(weights[c] / total, first + c * stride + g * a.Dv, out, a.Dv);
+    }
 }
 
 // Copies rows [r0, r1) of head h of x [R, H, C], times `mul`, into a packed [r1 - r0, C] tensor.

@@ -34,6 +34,7 @@ struct Cache {
   std::mutex mu;
   std::map<Key, Entry> entries;
   size_t bytes = 0;
+  size_t ggml_bytes = 0;  // the part holding GGML-format weights
 };
 
 Cache& cache() {
@@ -50,11 +51,25 @@ size_t cache_limit() {
   return limit;
 }
 
+bool is_ggml_block(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+}
+
+size_t ggml_cache_limit() {
+  static const size_t limit = [] {
+    const char* env = std::getenv("XDNA_PACK_CACHE_GGML_MB");
+    const long long mb = env ? std::atoll(env) : 32;
+    return static_cast<size_t>(mb > 0 ? mb : 0) << 20;
+  }();
+  return limit;
+}
+
 }  // namespace
 
 std::shared_ptr<const PackedWeights> cached_packed_weights(const Tensor& w, const WeightRows& wr) {
   const auto& buf = w.buffer();
   if (!buf || buf->writable()) return nullptr;
+  const bool ggml = is_ggml_block(wr.dtype);
   const auto& sc = w.scales();
   if (sc && sc->defined() && sc->buffer()->writable()) return nullptr;
   const IsaKernels& kern = active_kernels();
@@ -68,13 +83,21 @@ std::shared_ptr<const PackedWeights> cached_packed_weights(const Tensor& w, cons
     if (it != c.entries.end()) return it->second.packed;
     const int64_t packed_bytes = (wr.rows + 63) * wr.cols * 4;  // upper bound (NR <= 64)
     if (c.bytes + static_cast<size_t>(packed_bytes) > cache_limit()) return nullptr;
+    // GGML block formats (LLM weights) have their own small budget: their f32 packs are 4-7x
+    // the file's bytes (Gemma 3 270M: ~400 MB of packs for ~100 MB of layer weights), and
+    // packing per call is cheap next to the arithmetic at the row counts that reach the GEMM
+    // (prefill; decode runs GEMVs, which never pack).
+    if (ggml && c.ggml_bytes + static_cast<size_t>(packed_bytes) > ggml_cache_limit()) return nullptr;
   }
   // Pack outside the lock (it runs threaded); a concurrent caller may pack the same weights too,
   // and the first to insert wins.
   auto packed = pack_weights(wr);
   std::lock_guard<std::mutex> lock(c.mu);
   auto [it, inserted] = c.entries.try_emplace(key, Entry{buf, sc ? sc->buffer() : nullptr, packed});
-  if (inserted) c.bytes += packed->bytes();
+  if (inserted) {
+    c.bytes += packed->bytes();
+    if (ggml) c.ggml_bytes += packed->bytes();
+  }
   return it->second.packed;
 }
 
@@ -83,6 +106,7 @@ void clear_packed_weight_cache() {
   std::lock_guard<std::mutex> lock(c.mu);
   c.entries.clear();
   c.bytes = 0;
+  c.ggml_bytes = 0;
 }
 
 size_t packed_weight_cache_bytes() {

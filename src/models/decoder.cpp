@@ -3,8 +3,10 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "host/host_backend.h"
 #include "host/ops.h"
@@ -20,6 +22,7 @@ const char* const kPrefixes[] = {"", "language_model."};
 struct LayerWeights {
   Tensor attn_norm, q, k, v, o, bq, bk, bv, q_norm, k_norm, post_attn_norm;
   Tensor ffn_norm, gate, up, down, post_ffn_norm;
+  Tensor qkv, gate_up;  // q|k|v and gate|up stacked (Loader::fused); then q, k, v / gate, up are unset
 };
 
 Tensor i32_tensor(const std::vector<int32_t>& v) {
@@ -81,26 +84,35 @@ struct Decoder::Impl {
 
 namespace {
 
-// GGML q5_0 (f16 d; u8 qh[4]; u8 qs[16]: value = d * (5-bit q - 16)) has no engine dtype, but
-// every value is d times an integer in [-16, 15], so it is exactly a q8_0 block (f16 d; int8
-// q[32]) with the same d. Llama.cpp's Q4_K_M files use q5_0 for some matrices (Gemma 3 270M: q,
-// k, gate, up), so those are repacked once at load: lossless, 34 instead of 22 bytes a block.
-Tensor q5_0_as_q8_0(const TensorInfo& info) {
-  constexpr int64_t kIn = 22, kOut = 34, kValues = 32;
-  const int64_t blocks = static_cast<int64_t>(info.bytes) / kIn;
-  if (info.shape.size() != 2 || blocks * kIn != static_cast<int64_t>(info.bytes) ||
-      blocks * kValues != shape_numel(info.shape))
-    throw std::runtime_error(info.file + ": q5_0 tensor '" + info.name + "' has an inconsistent size");
+// The raw bytes of one tensor, read from its file (not through the mapping, so a tensor copied
+// into a fused or repacked buffer leaves no mapped pages behind in the resident set).
+std::vector<uint8_t> read_bytes(const TensorInfo& info) {
   std::vector<uint8_t> raw(info.bytes);
   std::ifstream f(info.file, std::ios::binary);
   f.seekg(static_cast<std::streamoff>(info.offset));
   if (!f.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size())))
     throw std::runtime_error(info.file + ": cannot read tensor '" + info.name + "'");
-  Tensor out = Tensor::empty(info.shape, DType::Q8_0);
-  uint8_t* dst = reinterpret_cast<uint8_t*>(out.raw());
+  return raw;
+}
+
+// GGML q5_0 (f16 d; u8 qh[4]; u8 qs[16]: value = d * (5-bit q - 16)) has no engine dtype, but
+// every value is d times an integer in [-16, 15], so it is exactly a q8_0 block (f16 d; int8
+// q[32]) with the same d. Llama.cpp's Q4_K_M files use q5_0 for some matrices (Gemma 3 270M: q,
+// k, gate, up), so those are repacked once at load: lossless, 34 instead of 22 bytes a block.
+constexpr int64_t kQ5Bytes = 22, kQ8Bytes = 34;
+
+int64_t q5_0_blocks(const TensorInfo& info) {
+  const int64_t blocks = static_cast<int64_t>(info.bytes) / kQ5Bytes;
+  if (info.shape.size() != 2 || blocks * kQ5Bytes != static_cast<int64_t>(info.bytes) ||
+      blocks * 32 != shape_numel(info.shape))
+    throw std::runtime_error(info.file + ": q5_0 tensor '" + info.name + "' has an inconsistent size");
+  return blocks;
+}
+
+void q5_0_to_q8_0(const uint8_t* src, int64_t blocks, uint8_t* dst) {
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* in = raw.data() + b * kIn;
-    uint8_t* o = dst + b * kOut;
+    const uint8_t* in = src + b * kQ5Bytes;
+    uint8_t* o = dst + b * kQ8Bytes;
     std::memcpy(o, in, 2);  // d
     uint32_t qh;
     std::memcpy(&qh, in + 2, 4);
@@ -111,7 +123,25 @@ Tensor q5_0_as_q8_0(const TensorInfo& info) {
       q[j + 16] = static_cast<int8_t>(((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16);
     }
   }
+}
+
+Tensor q5_0_as_q8_0(const TensorInfo& info) {
+  const int64_t blocks = q5_0_blocks(info);
+  const std::vector<uint8_t> raw = read_bytes(info);
+  Tensor out = Tensor::empty(info.shape, DType::Q8_0);
+  q5_0_to_q8_0(raw.data(), blocks, reinterpret_cast<uint8_t*>(out.raw()));
   return out;
+}
+
+// The engine dtype a GGML tensor is used in (q5_0 as q8_0), or none when it is not a GGML block
+// type: only those are fused (see Loader::fused).
+std::optional<DType> ggml_dtype(const TensorInfo& info) {
+  if (!info.dtype && info.file_dtype == "q5_0") return DType::Q8_0;
+  if (!info.dtype) return std::nullopt;
+  switch (*info.dtype) {
+    case DType::Q8_0: case DType::Q4_0: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return info.dtype;
+    default: return std::nullopt;
+  }
 }
 
 class Loader {
@@ -130,6 +160,39 @@ class Loader {
       throw std::runtime_error(src_.path() + ": tensor '" + full + "' has shape " +
                                shape_str(t.shape()) + ", expected " + shape_str(expect));
     return t;
+  }
+  // Matrices that read the same input (q, k, v; gate, up) stacked into one [Σ rows, cols]
+  // tensor, so a decode step runs one GEMV (one parallel region, one quantization of x) instead
+  // of several. Only for GGML block weights of one engine dtype, whose GEMM packs are not cached
+  // anyway; otherwise (or if any is missing) an undefined tensor: the caller keeps them separate.
+  Tensor fused(const std::vector<std::string>& names, const std::vector<Shape>& shapes) const {
+    std::optional<DType> dt;
+    int64_t rows = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (!has(names[i])) return {};
+      const TensorInfo& info = src_.info(prefix_ + names[i]);
+      const auto d = ggml_dtype(info);
+      if (!d || (dt && *d != *dt) || info.shape != shapes[i]) return {};
+      dt = d;
+      rows += shapes[i][0];
+    }
+    Tensor out = Tensor::empty({rows, shapes[0][1]}, *dt);
+    uint8_t* dst = reinterpret_cast<uint8_t*>(out.raw());
+    for (const auto& n : names) {
+      const TensorInfo& info = src_.info(prefix_ + n);
+      const std::vector<uint8_t> raw = read_bytes(info);
+      if (!info.dtype) {  // q5_0
+        const int64_t blocks = q5_0_blocks(info);
+        q5_0_to_q8_0(raw.data(), blocks, dst);
+        dst += blocks * kQ8Bytes;
+      } else {
+        if (static_cast<int64_t>(raw.size()) != dtype_bytes(*dt, shape_numel(info.shape)))
+          throw std::runtime_error(src_.path() + ": tensor '" + prefix_ + n + "' has an inconsistent size");
+        std::memcpy(dst, raw.data(), raw.size());
+        dst += raw.size();
+      }
+    }
+    return out;
   }
   // Small per-channel parameters (norms, biases) as f32 once, not dequantized every step.
   Tensor param(const std::string& name, int64_t n) const { return host::to_f32(get(name, {n})); }
@@ -173,9 +236,12 @@ Decoder::Decoder(DecoderSpec spec, std::shared_ptr<const WeightSource> weights)
   for (int64_t i = 0; i < s.layers; ++i) {
     LayerWeights w;
     w.attn_norm = L.param(name(n.attn_norm, i), H);
-    w.q = L.get(name(n.q, i), {Q, H});
-    w.k = L.get(name(n.k, i), {KV, H});
-    w.v = L.get(name(n.v, i), {KV, H});
+    if (!s.attn_bias) w.qkv = L.fused({name(n.q, i), name(n.k, i), name(n.v, i)}, {{Q, H}, {KV, H}, {KV, H}});
+    if (!w.qkv.defined()) {
+      w.q = L.get(name(n.q, i), {Q, H});
+      w.k = L.get(name(n.k, i), {KV, H});
+      w.v = L.get(name(n.v, i), {KV, H});
+    }
     w.o = L.get(name(n.o, i), {H, Q});
     if (s.attn_bias) {
       const auto bias = [&](const std::string& wn, int64_t rows) { return L.param(bias_name(name(wn, i)), rows); };
@@ -188,8 +254,11 @@ Decoder::Decoder(DecoderSpec spec, std::shared_ptr<const WeightSource> weights)
       w.k_norm = L.param(name(n.k_norm, i), D);
     }
     w.ffn_norm = L.param(name(n.ffn_norm, i), H);
-    w.gate = L.get(name(n.gate, i), {I, H});
-    w.up = L.get(name(n.up, i), {I, H});
+    w.gate_up = L.fused({name(n.gate, i), name(n.up, i)}, {{I, H}, {I, H}});
+    if (!w.gate_up.defined()) {
+      w.gate = L.get(name(n.gate, i), {I, H});
+      w.up = L.get(name(n.up, i), {I, H});
+    }
     w.down = L.get(name(n.down, i), {H, I});
     if (s.sandwich_norms) {
       w.post_attn_norm = L.param(name(n.post_attn_norm, i), H);
@@ -235,6 +304,14 @@ struct Builder {
     a.eps = s.norm_eps;
     a.rms_offset = s.rms_offset;
     return g.add(OpKind::RMSNorm, {x, constant(name + ".w", w)}, a, name);
+  }
+  // Columns [start, end) of a [T, N] value (a view; the next op makes it contiguous).
+  ValueId columns(ValueId x, int64_t start, int64_t end, const std::string& name) {
+    OpAttrs a;
+    a.axis = 1;
+    a.start = start;
+    a.end = end;
+    return g.add(OpKind::Slice, {x}, a, name);
   }
   ValueId reshape(ValueId x, Shape shape, const std::string& name) {
     OpAttrs a;
@@ -285,9 +362,20 @@ DecoderStep Decoder::forward(const std::vector<int32_t>& ids, DecoderState& stat
     const bool local = s.is_local(i);
 
     ValueId h = b.rms_norm(x, lw.attn_norm, s, L + "attn_norm");
-    ValueId q = b.reshape(b.matmul(h, lw.q, lw.bq, L + "q"), {T, Hq, D}, L + "q.heads");
-    ValueId k = b.reshape(b.matmul(h, lw.k, lw.bk, L + "k"), {T, Hkv, D}, L + "k.heads");
-    ValueId v = b.reshape(b.matmul(h, lw.v, lw.bv, L + "v"), {T, Hkv, D}, L + "v.heads");
+    ValueId q, k, v;
+    if (lw.qkv.defined()) {
+      const ValueId qkv = b.matmul(h, lw.qkv, {}, L + "qkv");
+      q = b.columns(qkv, 0, Hq * D, L + "q");
+      k = b.columns(qkv, Hq * D, (Hq + Hkv) * D, L + "k");
+      v = b.columns(qkv, (Hq + Hkv) * D, (Hq + 2 * Hkv) * D, L + "v");
+    } else {
+      q = b.matmul(h, lw.q, lw.bq, L + "q");
+      k = b.matmul(h, lw.k, lw.bk, L + "k");
+      v = b.matmul(h, lw.v, lw.bv, L + "v");
+    }
+    q = b.reshape(q, {T, Hq, D}, L + "q.heads");
+    k = b.reshape(k, {T, Hkv, D}, L + "k.heads");
+    v = b.reshape(v, {T, Hkv, D}, L + "v.heads");
     if (s.qk_norm) {
       q = b.rms_norm(q, lw.q_norm, s, L + "q_norm");
       k = b.rms_norm(k, lw.k_norm, s, L + "k_norm");
@@ -317,8 +405,17 @@ DecoderStep Decoder::forward(const std::vector<int32_t>& ids, DecoderState& stat
     x = g.add(OpKind::Add, {x, o}, {}, L + "attn_residual");
 
     h = b.rms_norm(x, lw.ffn_norm, s, L + "ffn_norm");
-    ValueId gate = g.add(activation_op(s.act), {b.matmul(h, lw.gate, {}, L + "gate")}, {}, L + "act");
-    ValueId m = g.add(OpKind::Mul, {gate, b.matmul(h, lw.up, {}, L + "up")}, {}, L + "gated");
+    ValueId gate, up;
+    if (lw.gate_up.defined()) {
+      const ValueId gu = b.matmul(h, lw.gate_up, {}, L + "gate_up");
+      gate = b.columns(gu, 0, s.intermediate, L + "gate");
+      up = b.columns(gu, s.intermediate, 2 * s.intermediate, L + "up");
+    } else {
+      gate = b.matmul(h, lw.gate, {}, L + "gate");
+      up = b.matmul(h, lw.up, {}, L + "up");
+    }
+    gate = g.add(activation_op(s.act), {gate}, {}, L + "act");
+    ValueId m = g.add(OpKind::Mul, {gate, up}, {}, L + "gated");
     m = b.matmul(m, lw.down, {}, L + "down");
     if (s.sandwich_norms) m = b.rms_norm(m, lw.post_ffn_norm, s, L + "post_ffn_norm");
     x = g.add(OpKind::Add, {x, m}, {}, L + "ffn_residual");
