@@ -69,6 +69,7 @@ void run_generate(const GenerateCliOptions& o) {
   nlohmann::json out = {
       {"model", lm->name()},
       {"prompt_text", text},
+      {"prompt_ids", req.prompt},
       {"text", r.text},
       {"tokens", r.tokens},
       {"finish_reason", r.finish_reason},

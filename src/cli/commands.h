@@ -15,5 +15,6 @@ void add_embed_command(CLI::App& app);       // cmd_embed.cpp
 void add_plan_command(CLI::App& app);        // cmd_plan.cpp
 void add_generate_command(CLI::App& app);    // cmd_generate.cpp
 void add_chat_command(CLI::App& app);        // cmd_chat.cpp
+void add_perplexity_command(CLI::App& app);  // cmd_perplexity.cpp
 
 }  // namespace xdna::cli

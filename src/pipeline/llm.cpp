@@ -108,6 +108,58 @@ std::optional<std::string> single_weight_file(const fs::path& dir) {
   return std::nullopt;
 }
 
+// A baked model made from a GGUF carries the GGUF's metadata as JSON (manifest "source"), not a
+// config.json. This rebuilds a tensor-less GGUF from it, so the spec and the tokenizer come from
+// the same code as for the GGUF itself. Types: JSON strings, booleans, integers (i64), floats
+// (f64) and arrays of one of them. `vocab_size` stands in for the token_embd.weight tensor.
+std::shared_ptr<GgufFile> gguf_from_metadata(json meta, int64_t vocab_size, const std::string& name) {
+  const std::string arch = meta.value("general.architecture", "");
+  if (!meta.contains(arch + ".vocab_size") && vocab_size > 0) meta[arch + ".vocab_size"] = vocab_size;
+  meta.erase("general.alignment");  // must be u32; a file without tensors needs none
+  std::string out;
+  const auto put = [&out](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
+  const auto u32 = [&](uint32_t v) { put(&v, 4); };
+  const auto u64 = [&](uint64_t v) { put(&v, 8); };
+  const auto str = [&](const std::string& v) { u64(v.size()); out += v; };
+  const auto type_of = [](const json& v) -> uint32_t {  // GGUF value types
+    if (v.is_string()) return 8;
+    if (v.is_boolean()) return 7;
+    if (v.is_number_float()) return 12;
+    if (v.is_number()) return 11;
+    if (v.is_array()) return 9;
+    throw std::runtime_error("metadata value " + v.dump().substr(0, 40) + " has no GGUF type");
+  };
+  const auto scalar = [&](const json& v, uint32_t t) {
+    if (t == 8) str(v.get<std::string>());
+    else if (t == 7) out += char(v.get<bool>() ? 1 : 0);
+    else if (t == 12) { const double d = v.get<double>(); put(&d, 8); }
+    else if (t == 11) { const int64_t i = v.get<int64_t>(); put(&i, 8); }
+    else throw std::runtime_error("nested metadata arrays are not supported");
+  };
+  out += "GGUF";
+  u32(3);
+  u64(0);  // tensors
+  u64(meta.size());
+  for (auto it = meta.begin(); it != meta.end(); ++it) {
+    str(it.key());
+    const uint32_t t = type_of(it.value());
+    u32(t);
+    if (t != 9) {
+      scalar(it.value(), t);
+      continue;
+    }
+    uint32_t elem = it.value().empty() ? 11 : type_of(it.value()[0]);
+    if (elem == 11)  // integers, unless some element is a float
+      for (const json& x : it.value()) if (x.is_number_float()) elem = 12;
+    u32(elem);
+    u64(it.value().size());
+    for (const json& x : it.value()) scalar(x, elem);
+  }
+  auto buf = std::make_shared<HeapBuffer>(out.size());
+  std::copy(out.begin(), out.end(), reinterpret_cast<char*>(buf->data()));
+  return std::make_shared<GgufFile>(buf, name);
+}
+
 }  // namespace
 
 std::string resolve_model_path(const std::string& path_or_name, const std::string& store_dir) {
@@ -169,6 +221,26 @@ std::unique_ptr<LanguageModel> LanguageModel::load(const std::string& path_in, c
     m->eos_token_ = token_text(tok_config.value("eos_token", json()));
   };
 
+  // Spec, tokenizer, template and special tokens from GGUF metadata (a GGUF file, or a baked
+  // model made from one).
+  const auto load_gguf_meta = [&](const GgufFile& gguf) {
+    spec = decoder_spec_from_gguf(gguf);
+    m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(gguf));
+    template_source = gguf.get_string("tokenizer.chat_template", "");
+    const int64_t bos = gguf.get_int("tokenizer.ggml.bos_token_id", -1);
+    const int64_t eos = gguf.get_int("tokenizer.ggml.eos_token_id", -1);
+    if (bos >= 0) m->bos_token_ = m->tokenizer_->id_to_token(static_cast<int32_t>(bos));
+    if (eos >= 0) m->eos_token_ = m->tokenizer_->id_to_token(static_cast<int32_t>(eos));
+    for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
+      add_unique(m->stop_ids_, static_cast<int32_t>(gguf.get_int(key, -1)));
+    // llama.cpp's default: SentencePiece vocabularies ("llama") add BOS, byte-level BPE ones not.
+    bool add_bos = gguf.get_string("tokenizer.ggml.model", "") == "llama";
+    if (gguf.has("tokenizer.ggml.add_bos_token")) add_bos = gguf.get_bool("tokenizer.ggml.add_bos_token");
+    m->add_bos_ = add_bos && bos >= 0;
+    if (spec.bos_token_id < 0) spec.bos_token_id = static_cast<int32_t>(bos);
+    hf_configs = false;
+  };
+
   try {  // every failure below names the model's path
     if (fs::is_directory(path)) {  // Hugging Face checkpoint
       const fs::path dir(path);
@@ -180,34 +252,29 @@ std::unique_ptr<LanguageModel> LanguageModel::load(const std::string& path_in, c
       load_hf_files([dir](const std::string& n) { return read_text_file(dir / n); }, path);
     } else if (detect_weight_format(path) == WeightFormat::Gguf) {
       auto gguf = std::make_shared<GgufFile>(path);
-      spec = decoder_spec_from_gguf(*gguf);
-      m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(*gguf));
-      template_source = gguf->get_string("tokenizer.chat_template", "");
+      load_gguf_meta(*gguf);
       if (path == path_in) m->name_ = gguf->get_string("general.name", fs::path(path).stem().string());
-      const int64_t bos = gguf->get_int("tokenizer.ggml.bos_token_id", -1);
-      const int64_t eos = gguf->get_int("tokenizer.ggml.eos_token_id", -1);
-      if (bos >= 0) m->bos_token_ = m->tokenizer_->id_to_token(static_cast<int32_t>(bos));
-      if (eos >= 0) m->eos_token_ = m->tokenizer_->id_to_token(static_cast<int32_t>(eos));
-      for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
-        add_unique(m->stop_ids_, static_cast<int32_t>(gguf->get_int(key, -1)));
-      // llama.cpp's default: SentencePiece vocabularies ("llama") add BOS, byte-level BPE ones not.
-      bool add_bos = gguf->get_string("tokenizer.ggml.model", "") == "llama";
-      if (gguf->has("tokenizer.ggml.add_bos_token")) add_bos = gguf->get_bool("tokenizer.ggml.add_bos_token");
-      m->add_bos_ = add_bos && bos >= 0;
-      if (spec.bos_token_id < 0) spec.bos_token_id = static_cast<int32_t>(bos);
-      hf_configs = false;
       weights = gguf;
     } else if (detect_weight_format(path) == WeightFormat::Baked) {
       auto baked = std::make_shared<BakedModel>(path);
-      if (baked->config().is_null()) throw std::runtime_error(path + ": the baked file carries no config.json");
-      spec = decoder_spec_from_config(baked->config(), path + " (config.json)");
-      load_hf_files(
-          [baked](const std::string& n) -> std::optional<std::string> {
-            if (!baked->has_file(n)) return std::nullopt;
-            return std::string(baked->file(n));
-          },
-          path);
-      weights = baked;
+      const json& source = baked->manifest()["source"];
+      if (baked->config().is_null() && source.value("format", "") == "gguf") {  // baked from a GGUF
+        const TensorInfo* embd = baked->find("token_embd.weight");
+        load_gguf_meta(*gguf_from_metadata(source.value("metadata", json::object()),
+                                           embd ? embd->shape.at(0) : 0, path + " (source GGUF metadata)"));
+        spec.tied_embeddings = !baked->contains("output.weight");
+        weights = baked;
+      } else {
+        if (baked->config().is_null()) throw std::runtime_error(path + ": the baked file carries no config.json");
+        spec = decoder_spec_from_config(baked->config(), path + " (config.json)");
+        load_hf_files(
+            [baked](const std::string& n) -> std::optional<std::string> {
+              if (!baked->has_file(n)) return std::nullopt;
+              return std::string(baked->file(n));
+            },
+            path);
+        weights = baked;
+      }
     } else {
       throw std::runtime_error(path + ": not a GGUF file, a baked file or a Hugging Face checkpoint directory");
     }
