@@ -327,7 +327,7 @@ DecoderStep Decoder::forward(const std::vector<int32_t>& ids, DecoderState& stat
   const DecoderSpec& s = spec_;
   const Impl& w = *impl_;
   const int64_t T = static_cast<int64_t>(ids.size()), pos = state.position;
-  const int64_t H = s.hidden, D = s.head_dim, Hq = s.heads, Hkv = s.kv_heads;
+  const int64_t D = s.head_dim, Hq = s.heads, Hkv = s.kv_heads;
   if (T == 0) throw std::invalid_argument("decoder: no tokens to run");
   for (int32_t id : ids)
     if (id < 0 || id >= s.vocab_size)

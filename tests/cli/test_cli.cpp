@@ -92,8 +92,9 @@ TEST_F(CliTest, DoctorJsonHasStableKeys) {
   EXPECT_TRUE(j["npu"]["driver"]["loaded"].is_boolean());
   EXPECT_TRUE(j["npu"]["device_nodes"].is_array());
   EXPECT_TRUE(j["npu"]["devices"].is_array());
-  if (!j["npu"]["found"].get<bool>())
+  if (!j["npu"]["found"].get<bool>()) {
     EXPECT_EQ(j["npu"]["message"], "no NPU found: host backend only; npu-sim available later");
+  }
   EXPECT_EQ(j["backend"]["backend"], "host");
   EXPECT_EQ(j["store"]["path"], store().string());
   EXPECT_TRUE(j["store"]["models"].is_array());

@@ -81,7 +81,9 @@ TEST_F(Llm, LoadsTheHfDirectory) {
 
 TEST_F(Llm, PromptsAndChatTemplateMatchTransformers) {
   for (const Case& c : *cases_) {
-    if (c.kind == "chat") EXPECT_EQ(model_->render_chat(c.messages), c.prompt);
+    if (c.kind == "chat") {
+      EXPECT_EQ(model_->render_chat(c.messages), c.prompt);
+    }
     EXPECT_EQ(encode_prompt(*model_, c.prompt), c.prompt_ids) << c.prompt;  // one BOS, never two
   }
 }
