@@ -1,4 +1,5 @@
 #include "models/decoder.h"
+#include "models/graph_builder.h"
 
 #include <cmath>
 #include <cstring>
@@ -24,22 +25,6 @@ struct LayerWeights {
   Tensor ffn_norm, gate, up, down, post_ffn_norm;
   Tensor qkv, gate_up;  // q|k|v and gate|up stacked (Loader::fused); then q, k, v / gate, up are unset
 };
-
-Tensor i32_tensor(const std::vector<int32_t>& v) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::I32);
-  std::copy(v.begin(), v.end(), t.data<int32_t>());
-  return t;
-}
-
-OpKind activation_op(Activation a) {
-  switch (a) {
-    case Activation::Gelu: return OpKind::Gelu;
-    case Activation::GeluTanh: return OpKind::GeluTanh;
-    case Activation::Relu: return OpKind::Relu;
-    case Activation::Silu: return OpKind::Silu;
-  }
-  throw std::logic_error("activation_op: unknown activation");
-}
 
 // RoPE frequencies of one layer kind, in f32 exactly as transformers computes them:
 // theta^(-2i/D), then llama3 or linear scaling, then GGUF's per-pair divisors.
@@ -291,14 +276,7 @@ DecoderState Decoder::new_state(int64_t context_length, uint64_t memory_budget_b
 namespace {
 
 // Graph-building helpers: weights enter the graph as constant inputs.
-struct Builder {
-  Graph g;
-  ValueId constant(const std::string& name, const Tensor& t) { return g.input(name, t); }
-  ValueId matmul(ValueId x, const Tensor& w, const Tensor& b, const std::string& name) {
-    std::vector<ValueId> in{x, constant(name + ".w", w)};
-    if (b.defined()) in.push_back(constant(name + ".b", b));
-    return g.add(OpKind::MatMul, in, {}, name);
-  }
+struct Builder : GraphBuilder {
   ValueId rms_norm(ValueId x, const Tensor& w, const DecoderSpec& s, const std::string& name) {
     OpAttrs a;
     a.eps = s.norm_eps;
@@ -307,16 +285,7 @@ struct Builder {
   }
   // Columns [start, end) of a [T, N] value (a view; the next op makes it contiguous).
   ValueId columns(ValueId x, int64_t start, int64_t end, const std::string& name) {
-    OpAttrs a;
-    a.axis = 1;
-    a.start = start;
-    a.end = end;
-    return g.add(OpKind::Slice, {x}, a, name);
-  }
-  ValueId reshape(ValueId x, Shape shape, const std::string& name) {
-    OpAttrs a;
-    a.shape = std::move(shape);
-    return g.add(OpKind::Reshape, {x}, a, name);
+    return slice(x, 1, start, end, name);
   }
 };
 

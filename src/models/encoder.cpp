@@ -1,4 +1,5 @@
 #include "models/encoder.h"
+#include "models/graph_builder.h"
 
 #include <cmath>
 #include <limits>
@@ -67,50 +68,14 @@ class Loader {
   std::string prefix_;
 };
 
-Tensor i32_tensor(const std::vector<int32_t>& v) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::I32);
-  std::copy(v.begin(), v.end(), t.data<int32_t>());
-  return t;
-}
-
-OpKind activation_op(Activation a) {
-  switch (a) {
-    case Activation::Gelu: return OpKind::Gelu;
-    case Activation::GeluTanh: return OpKind::GeluTanh;
-    case Activation::Relu: return OpKind::Relu;
-    case Activation::Silu: return OpKind::Silu;
-  }
-  throw std::logic_error("activation_op: unknown activation");
-}
-
 // Graph-building helpers: weights enter the graph as constant inputs.
-struct Builder {
-  Graph g;
-  ValueId constant(const std::string& name, const Tensor& t) { return g.input(name, t); }
-
-  ValueId matmul(ValueId x, const Tensor& w, const Tensor& b, const std::string& name) {
-    std::vector<ValueId> in{x, constant(name + ".w", w)};
-    if (b.defined()) in.push_back(constant(name + ".b", b));
-    return g.add(OpKind::MatMul, in, {}, name);
-  }
+struct Builder : GraphBuilder {
   ValueId layer_norm(ValueId x, const Tensor& w, const Tensor& b, float eps, const std::string& name) {
     std::vector<ValueId> in{x, constant(name + ".w", w)};
     if (b.defined()) in.push_back(constant(name + ".b", b));
     OpAttrs a;
     a.eps = eps;
     return g.add(OpKind::LayerNorm, in, a, name);
-  }
-  ValueId slice(ValueId x, int64_t axis, int64_t start, int64_t end, const std::string& name) {
-    OpAttrs a;
-    a.axis = axis;
-    a.start = start;
-    a.end = end;
-    return g.add(OpKind::Slice, {x}, a, name);
-  }
-  ValueId reshape(ValueId x, Shape shape, const std::string& name) {
-    OpAttrs a;
-    a.shape = std::move(shape);
-    return g.add(OpKind::Reshape, {x}, a, name);
   }
 };
 
