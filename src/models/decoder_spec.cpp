@@ -1,4 +1,5 @@
 #include "models/decoder_spec.h"
+#include "models/config_reader.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,38 +12,7 @@ namespace xdna {
 
 namespace {
 
-struct Reader {
-  const nlohmann::json& j;
-  const std::string& origin;
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw std::invalid_argument(origin + ": " + what);
-  }
-  bool has(const char* key) const { return j.contains(key) && !j[key].is_null(); }
-  int64_t integer(const char* key) const {
-    if (!j.contains(key)) fail(std::string("missing \"") + key + "\"");
-    if (!j[key].is_number_integer()) fail(std::string("\"") + key + "\" must be an integer");
-    return j[key].get<int64_t>();
-  }
-  int64_t integer(const char* key, int64_t fallback) const {
-    return has(key) ? integer(key) : fallback;
-  }
-  double number(const char* key, double fallback) const {
-    if (!has(key)) return fallback;
-    if (!j[key].is_number()) fail(std::string("\"") + key + "\" must be a number");
-    return j[key].get<double>();
-  }
-  bool boolean(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    if (!j[key].is_boolean()) fail(std::string("\"") + key + "\" must be true or false");
-    return j[key].get<bool>();
-  }
-  std::string string(const char* key, const std::string& fallback) const {
-    if (!has(key)) return fallback;
-    if (!j[key].is_string()) fail(std::string("\"") + key + "\" must be a string");
-    return j[key].get<std::string>();
-  }
-};
+using Reader = ConfigReader;
 
 // "eos_token_id": 1 or [1, 106].
 std::vector<int32_t> id_list(const nlohmann::json& v) {

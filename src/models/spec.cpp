@@ -1,4 +1,5 @@
 #include "models/spec.h"
+#include "models/config_reader.h"
 
 #include <stdexcept>
 
@@ -6,38 +7,7 @@ namespace xdna {
 
 namespace {
 
-struct Reader {
-  const nlohmann::json& j;
-  const std::string& origin;
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw std::invalid_argument(origin + ": " + what);
-  }
-  int64_t integer(const char* key) const {
-    if (!j.contains(key)) fail(std::string("missing \"") + key + "\"");
-    if (!j[key].is_number_integer()) fail(std::string("\"") + key + "\" must be an integer");
-    return j[key].get<int64_t>();
-  }
-  int64_t integer(const char* key, int64_t fallback) const {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    return integer(key);
-  }
-  double number(const char* key, double fallback) const {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    if (!j[key].is_number()) fail(std::string("\"") + key + "\" must be a number");
-    return j[key].get<double>();
-  }
-  bool boolean(const char* key, bool fallback) const {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    if (!j[key].is_boolean()) fail(std::string("\"") + key + "\" must be true or false");
-    return j[key].get<bool>();
-  }
-  std::string string(const char* key, const std::string& fallback) const {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    if (!j[key].is_string()) fail(std::string("\"") + key + "\" must be a string");
-    return j[key].get<std::string>();
-  }
-};
+using Reader = ConfigReader;
 
 Activation parse_activation(const Reader& r, const char* key, const std::string& fallback) {
   const std::string a = r.string(key, fallback);
