@@ -16,5 +16,6 @@ void add_plan_command(CLI::App& app);        // cmd_plan.cpp
 void add_generate_command(CLI::App& app);    // cmd_generate.cpp
 void add_chat_command(CLI::App& app);        // cmd_chat.cpp
 void add_perplexity_command(CLI::App& app);  // cmd_perplexity.cpp
+void add_transcribe_command(CLI::App& app);  // cmd_transcribe.cpp
 
 }  // namespace xdna::cli

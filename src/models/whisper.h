@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/backend.h"
+#include "core/graph.h"  // RunReport
 #include "core/tensor.h"
 #include "host/kv_cache.h"
 #include "weights/source.h"

@@ -83,7 +83,7 @@ std::shared_ptr<CachedEmbeddingModel> ModelCache::get_embedding(const std::strin
   cached->matryoshka_dimensions = read_matryoshka_dimensions(dir, cached->model.dimensions());
 
   std::lock_guard<std::mutex> lock(mu_);
-  lru_.push_front({name, cached, nullptr});
+  lru_.push_front({name, cached, nullptr, nullptr, 0});
   evict_over_budget();
   return cached;
 }
@@ -122,9 +122,43 @@ std::shared_ptr<CachedLanguageModel> ModelCache::get_llm(const std::string& name
   cached->bytes = manifest->size_bytes ? manifest->size_bytes : files_size(dir);
 
   std::lock_guard<std::mutex> lock(mu_);
-  lru_.push_front({name, nullptr, cached});
+  lru_.push_front({name, nullptr, cached, nullptr, 0});
   evict_over_budget();
   return cached;
+}
+
+std::shared_ptr<const Transcriber> ModelCache::get_asr(const std::string& name) {
+  auto find_resident = [&]() -> std::shared_ptr<const Transcriber> {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+      if (it->name != name || !it->asr) continue;
+      lru_.splice(lru_.begin(), lru_, it);
+      return it->asr;
+    }
+    return nullptr;
+  };
+  if (auto m = find_resident()) return m;
+  if (!valid_model_name(name)) return nullptr;
+
+  std::lock_guard<std::mutex> load_lock(load_mu_);
+  if (auto m = find_resident()) return m;
+  const ModelStore store(root_);
+  std::optional<Manifest> manifest = store.find(name);
+  if (const CatalogEntry* e = find_in_catalog(name); !manifest && e)  // an alias of a pulled model
+    manifest = store.find(e->name);
+  if (!manifest) return nullptr;
+  if (manifest->family != "whisper")
+    throw std::invalid_argument("model '" + name + "' is a " + manifest->family +
+                                " model, not a speech-to-text (whisper) model");
+  const std::string dir = store.model_dir(manifest->name);
+  auto asr = std::make_shared<const Transcriber>(Transcriber::load(dir));
+  const uint64_t bytes = manifest->size_bytes ? manifest->size_bytes : files_size(dir);
+
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry e{name, nullptr, nullptr, asr, bytes};
+  lru_.push_front(std::move(e));
+  evict_over_budget();
+  return asr;
 }
 
 void ModelCache::set_llm_load_options(const LoadOptions& opts) {

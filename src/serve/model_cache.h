@@ -11,6 +11,7 @@
 
 #include "pipeline/embed.h"
 #include "pipeline/llm.h"
+#include "pipeline/transcribe.h"
 
 namespace xdna::serve {
 
@@ -46,6 +47,10 @@ class ModelCache {
   std::shared_ptr<CachedLanguageModel> get_llm(const std::string& name);
   // KV cache budget of each LLM loaded from now on (LoadOptions::memory_budget_bytes).
   void set_llm_load_options(const LoadOptions& opts);
+  // The same for a speech-to-text model (family "whisper"); catalog aliases of a pulled model are
+  // accepted. std::invalid_argument when the model is of another family. Transcriber::transcribe
+  // is const: callers serialise runs themselves (each already uses every core).
+  std::shared_ptr<const Transcriber> get_asr(const std::string& name);
 
   // Resident models, most recently used first, and their total size.
   std::vector<std::string> resident() const;
@@ -54,9 +59,11 @@ class ModelCache {
  private:
   struct Entry {
     std::string name;
-    std::shared_ptr<CachedEmbeddingModel> model;  // one of these two is set
+    std::shared_ptr<CachedEmbeddingModel> model;  // one of these three is set
     std::shared_ptr<CachedLanguageModel> llm;
-    uint64_t bytes() const { return model ? model->bytes : llm->bytes; }
+    std::shared_ptr<const Transcriber> asr;
+    uint64_t asr_bytes = 0;  // the ASR model's files in the store
+    uint64_t bytes() const { return model ? model->bytes : llm ? llm->bytes : asr_bytes; }
   };
   void evict_over_budget();  // with mu_ held; keeps the most recent entry whatever its size
 

@@ -32,6 +32,9 @@ Server::Server(ServerOptions opts)
       models_(store_.root(), opts_.model_budget_bytes),
       npu_(probe_npu()) {
   http_.set_default_headers({{"X-Npu-Backend", "host"}});
+  // No request body is read past this (413 before it is read): the largest a front accepts, an
+  // audio upload, plus room for the other multipart fields.
+  http_.set_payload_max_length(opts_.max_audio_bytes + (1u << 20));
   // httplib's default also sets SO_REUSEPORT, which lets a second `npu serve` share the port and
   // take half the connections; SO_REUSEADDR alone still allows a quick restart.
   http_.set_socket_options([](socket_t sock) {
@@ -71,6 +74,11 @@ void Server::on_error(const httplib::Request& req, httplib::Response& res) {
     return;
   }
   const int status = res.status;
+  if (status == 413) {
+    send_error(res, 413, "request body is over the server's limit of " + std::to_string(opts_.max_audio_bytes + (1u << 20)) +
+               " bytes", "invalid_request_error", "request_too_large");
+    return;
+  }
   send_error(res, status, "request rejected with HTTP status " + std::to_string(status),
              status >= 500 ? "server_error" : "invalid_request_error");
 }
@@ -115,6 +123,7 @@ void add_all_routes(Server& s) {
   add_model_routes(s);
   add_embedding_routes(s);
   add_completion_routes(s);
+  add_audio_routes(s);
 }
 
 void run_until_signal(Server& s) {

@@ -25,6 +25,7 @@ struct ServerOptions {
   int port = 11435;                // 0: any free port (tests)
   std::string store_dir;           // empty: default_store_dir()
   uint64_t model_budget_bytes = ModelCache::kDefaultBudgetBytes;  // resident models, LRU past it
+  uint64_t max_audio_bytes = 25ull << 20;  // an uploaded audio file (OpenAI's limit: 25 MB)
 };
 
 using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
@@ -79,6 +80,7 @@ void add_system_routes(Server& s);  // GET /health
 void add_model_routes(Server& s);   // GET /v1/models, GET /v1/models/{id}
 void add_embedding_routes(Server& s);  // POST /v1/embeddings
 void add_completion_routes(Server& s);  // POST /v1/chat/completions, POST /v1/completions
+void add_audio_routes(Server& s);  // POST /v1/audio/transcriptions, POST /v1/audio/translations
 
 // Server with every front registered.
 void add_all_routes(Server& s);

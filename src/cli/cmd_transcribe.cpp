@@ -1,0 +1,191 @@
+// `npu transcribe FILE... [--model M] [--language L] [--task transcribe|translate] [--format F]
+// [--output-dir D] ...`: speech to text with a Whisper model. Each FILE is any audio libavformat
+// reads; its transcript goes to stdout, or to D/<name>.<ext> with --output-dir. A file that fails
+// is reported with its name and the others still run; the exit status is then non-zero.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/config.h"
+#include "cli/llm_options.h"  // DeviceBackends
+#include "models/catalog.h"
+#include "models/model_store.h"
+#include "pipeline/audio.h"
+#include "pipeline/transcribe.h"
+
+namespace fs = std::filesystem;
+
+namespace xdna::cli {
+
+namespace {
+
+struct TranscribeCliOptions {
+  std::vector<std::string> files;
+  std::string model;  // empty: whisper-base if pulled, else whisper-tiny.en
+  std::string store;
+  std::string language;
+  std::string task = "transcribe";
+  std::string format = "txt";
+  std::string output_dir;
+  int beam_size = 5;
+  float temperature = 0;
+  bool temperature_given = false;
+  std::string prompt;
+  bool no_timestamps = false;
+  bool progress = false;
+  std::string device = "host";
+};
+
+// "whisper-base (pulled), whisper-tiny.en (pull with ...)" for error messages.
+std::string available_speech_models(const ModelStore& store) {
+  std::string pulled, pullable;
+  for (const Manifest& m : store.list())
+    if (m.family == "whisper") pulled += (pulled.empty() ? "" : ", ") + m.name;
+  for (const CatalogEntry& e : catalog())
+    if (e.family == "whisper" && !store.find(e.name)) pullable += (pullable.empty() ? "" : ", ") + e.name;
+  return "speech models in the store: " + (pulled.empty() ? std::string("none") : pulled) +
+         (pullable.empty() ? "" : "; `npu model pull` can add: " + pullable);
+}
+
+// --model as a path, a store name or a catalog alias; the default when it is empty.
+std::string resolve_speech_model(const std::string& wanted, const std::string& store_dir) {
+  const ModelStore store(store_dir);
+  std::string name = wanted;
+  if (name.empty()) {
+    name = store.find("whisper-base") ? "whisper-base" : "whisper-tiny.en";
+    if (!store.find(name))
+      throw std::runtime_error("transcribe: no --model and no speech model pulled (" + available_speech_models(store) +
+                               ")");
+  }
+  if (fs::exists(name)) return name;
+  std::optional<Manifest> m;
+  if (valid_model_name(name)) {
+    m = store.find(name);
+    if (const CatalogEntry* e = find_in_catalog(name); !m && e) m = store.find(e->name);
+  }
+  if (!m) throw std::runtime_error("transcribe: model '" + name + "' is not a path and not in the store (" +
+                                   available_speech_models(store) + ")");
+  if (m->family != "whisper")
+    throw std::runtime_error("transcribe: model '" + name + "' is a " + m->family + " model, not a speech model (" +
+                             available_speech_models(store) + ")");
+  return store.model_dir(m->name);
+}
+
+// openai-whisper's CLI: --temperature T with fallback tries T, T + 0.2, ... up to 1.0.
+std::vector<float> temperature_ladder(float start) {
+  std::vector<float> ladder;
+  for (int k = 0; start + 0.2f * k <= 1.0f + 1e-6f; ++k) ladder.push_back(start + 0.2f * k);
+  return ladder;
+}
+
+std::string extension(const std::string& format) { return format == "verbose_json" ? "json" : format; }
+
+void run_transcribe(const TranscribeCliOptions& o) {
+  const std::string path = resolve_speech_model(o.model, resolve_store(o.store));
+  const Transcriber asr = Transcriber::load(path);
+
+  TranscribeOptions opts;
+  opts.task = o.task;
+  opts.language = o.language;
+  opts.beam_size = o.beam_size;
+  if (o.temperature_given) opts.temperatures = temperature_ladder(o.temperature);
+  opts.initial_prompt = o.prompt;
+  opts.timestamps = !o.no_timestamps;
+  DeviceBackends devices;
+  opts.backends = devices.list(o.device);
+  const std::string& format = o.format;
+  if (!o.output_dir.empty()) fs::create_directories(o.output_dir);
+
+  const bool tty = isatty(STDERR_FILENO);
+  const bool show_progress = o.progress || tty;
+  const bool several = o.files.size() > 1;
+  const bool json_format = format == "json" || format == "verbose_json";
+  size_t failed = 0;
+  RunReport all;
+  for (const std::string& file : o.files) {
+    try {
+      const std::vector<float> samples = load_audio(file, kWhisperSampleRate);
+      if (show_progress)
+        opts.progress = [&](double done, double total) {
+          std::fprintf(stderr, "%snpu transcribe: %s: %.1f / %.1f s (%.0f%%)%s", tty ? "\r" : "", file.c_str(), done,
+                       total, total > 0 ? 100.0 * done / total : 100.0, tty ? "" : "\n");
+          std::fflush(stderr);
+        };
+      const Transcript t = asr.transcribe(samples, opts);
+      if (show_progress && tty) std::fprintf(stderr, "\n");
+      all.ops.insert(all.ops.end(), t.report.ops.begin(), t.report.ops.end());
+      std::string out = format_transcript(t, format, o.task);
+      if (!o.output_dir.empty()) {
+        const fs::path dst = fs::path(o.output_dir) / (fs::path(file).stem().string() + "." + extension(format));
+        std::ofstream f(dst, std::ios::binary);
+        f << out;
+        if (!f.flush()) throw std::runtime_error("cannot write " + dst.string());
+        std::fprintf(stderr, "npu transcribe: %s -> %s\n", file.c_str(), dst.c_str());
+        continue;
+      }
+      if (several && json_format) {  // one object per line, saying which file it is
+        nlohmann::json j = nlohmann::json::parse(out);
+        j["file"] = file;
+        out = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      } else if (several) {
+        out = "==> " + file + " <==\n" + out;
+      }
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      std::fflush(stdout);
+    } catch (const std::exception& e) {
+      if (show_progress && tty) std::fprintf(stderr, "\n");
+      std::fprintf(stderr, "npu transcribe: %s: %s\n", file.c_str(), e.what());
+      ++failed;
+    }
+  }
+  if (o.device == "npu-sim") std::fprintf(stderr, "%s%s", all.summary().c_str(), devices.sim.cost().text().c_str());
+  if (failed)
+    throw std::runtime_error("transcribe: " + std::to_string(failed) + " of " + std::to_string(o.files.size()) +
+                             " file(s) failed");
+}
+
+}  // namespace
+
+void add_transcribe_command(CLI::App& app) {
+  auto o = std::make_shared<TranscribeCliOptions>();
+  CLI::App* cmd = app.add_subcommand("transcribe", "Speech to text of audio FILEs with a Whisper model");
+  cmd->add_option("file", o->files, "Audio files (WAV, FLAC, MP3, OGG/Opus, M4A, ...)")->required();
+  cmd->add_option("--model,-m", o->model,
+                  "Model: a store name (e.g. whisper-base), a model directory or a Hugging Face checkpoint "
+                  "(default: whisper-base if pulled, else whisper-tiny.en)");
+  cmd->add_option("--store", o->store, kStoreHelp);
+  cmd->add_option("--language,-l", o->language, "Spoken language code (en, de, ...; default: detected)");
+  cmd->add_option("--task", o->task, "transcribe, or translate into English")
+      ->check(CLI::IsMember({"transcribe", "translate"}))
+      ->capture_default_str();
+  cmd->add_option("--format,-f", o->format, "Output: txt, json, verbose_json, srt or vtt")
+      ->check(CLI::IsMember({"txt", "json", "verbose_json", "srt", "vtt"}))
+      ->capture_default_str();
+  cmd->add_option("--output-dir,-o", o->output_dir, "Write DIR/<file name>.<format> instead of stdout");
+  cmd->add_option("--beam-size", o->beam_size, "Beam width at temperature 0 (1 = greedy)")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  cmd->add_option("--temperature", o->temperature,
+                  "First sampling temperature; on failure retried at +0.2 up to 1.0 (default: 0, 0.2, ... 1.0)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->each([o](const std::string&) { o->temperature_given = true; });
+  cmd->add_option("--prompt", o->prompt, "Initial prompt: text that precedes the first window (names, spelling)");
+  cmd->add_flag("--no-timestamps", o->no_timestamps, "Decode without timestamp tokens (one segment per 30-s window)");
+  cmd->add_flag("--progress", o->progress, "Show progress on stderr even when it is not a terminal");
+  cmd->add_option("--device", o->device,
+                  "Where ops run: host, or npu-sim (modelled NPU, unsupported ops on the host)")
+      ->check(CLI::IsMember({"host", "npu-sim"}))
+      ->capture_default_str();
+  cmd->callback([o] { run_transcribe(*o); });
+}
+
+}  // namespace xdna::cli

@@ -1,0 +1,259 @@
+// POST /v1/audio/transcriptions and /v1/audio/translations end to end: the server in-process on a
+// free loopback port with a temp store, queried with httplib's multipart client. The bad-input
+// cases need no model and always run; the transcription cases use whisper-tiny.en from the
+// default store and a LibriVox clip of Debian's pocketsphinx-testdata, and skip without them.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "serve/server.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace xdna;
+
+namespace {
+
+constexpr const char* kRealModel = "whisper-tiny.en";
+const fs::path kClip = "/usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-0930.wav";
+constexpr const char* kClipText = "he might even have been made amiable himself";
+
+void add_manifest(const fs::path& store, const std::string& name, const std::string& family) {
+  fs::create_directories(store / name);
+  Manifest m;
+  m.name = name;
+  m.family = family;
+  m.format = "ctranslate2";
+  m.precision = "f16";
+  m.packages = {{"fixture", "0"}};
+  m.created = 1700000000;
+  std::ofstream(store / name / "manifest.json") << manifest_to_json(m).dump();
+}
+
+// A valid 16-bit PCM mono WAV of `seconds` of a 440 Hz tone at 16 kHz.
+std::string tone_wav(double seconds) {
+  const uint32_t n = static_cast<uint32_t>(seconds * 16000);
+  std::string w;
+  const auto u32 = [&](uint32_t v) { w.append(reinterpret_cast<const char*>(&v), 4); };
+  const auto u16 = [&](uint16_t v) { w.append(reinterpret_cast<const char*>(&v), 2); };
+  w += "RIFF";
+  u32(36 + 2 * n);
+  w += "WAVEfmt ";
+  u32(16), u16(1), u16(1), u32(16000), u32(32000), u16(2), u16(16);
+  w += "data";
+  u32(2 * n);
+  for (uint32_t i = 0; i < n; ++i) u16(static_cast<uint16_t>(static_cast<int16_t>(8000 * std::sin(i * 0.1728))));
+  return w;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Lower case, punctuation and hyphens as spaces, single spaces: "Ill-disposed." -> "ill disposed".
+std::string normalise(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const bool word = std::isalnum(static_cast<unsigned char>(c)) || c == '\'';
+    if (word) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (!out.empty() && out.back() != ' ') out += ' ';
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+class AudioApi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/xdna-audio-api-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    const fs::path store = dir_ / "models";
+    add_manifest(store, "fake-whisper", "whisper");  // listed, never loaded by these tests
+    add_manifest(store, "some-bert", "bert");
+    const fs::path real = fs::path(default_store_dir()) / kRealModel;
+    if (fs::exists(real / "manifest.json")) fs::create_directory_symlink(real, store / kRealModel);
+    serve::ServerOptions opts;
+    opts.port = 0;
+    opts.store_dir = store.string();
+    opts.max_audio_bytes = 256 << 10;  // small, so the 413 cases stay cheap
+    server_ = new serve::Server(opts);
+    serve::add_all_routes(*server_);
+    port_ = server_->bind();
+    thread_ = new std::thread([] { server_->run(); });
+    for (int i = 0; i < 500 && !server_->is_running(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  static void TearDownTestSuite() {
+    server_->stop();
+    thread_->join();
+    delete thread_;
+    delete server_;
+    fs::remove_all(dir_);
+  }
+  void SetUp() override {
+    ASSERT_TRUE(server_->is_running());
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
+    client_->set_read_timeout(120, 0);
+  }
+  bool have_real_model() const { return fs::exists(dir_ / "models" / kRealModel) && fs::exists(kClip); }
+
+  httplib::Result post(const std::string& path, const httplib::MultipartFormDataItems& items) {
+    return client_->Post(path.c_str(), items);
+  }
+  // file + model + extra fields.
+  httplib::Result transcribe(const std::string& audio, const std::string& model,
+                             const std::vector<std::pair<std::string, std::string>>& fields = {},
+                             const std::string& path = "/v1/audio/transcriptions") {
+    httplib::MultipartFormDataItems items = {{"file", audio, "clip.wav", "audio/wav"}, {"model", model, "", ""}};
+    for (const auto& [k, v] : fields) items.push_back({k, v, "", ""});
+    return post(path, items);
+  }
+  // A 4xx response's error object, checked for the OpenAI shape.
+  json error(const httplib::Result& r, int status, const std::string& param) {
+    EXPECT_TRUE(r);
+    if (!r) return {};
+    EXPECT_EQ(r->status, status) << r->body;
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+    const json j = json::parse(r->body);
+    EXPECT_TRUE(j["error"]["message"].is_string()) << r->body;
+    EXPECT_EQ(j["error"]["type"], "invalid_request_error") << r->body;
+    if (param.empty()) EXPECT_TRUE(j["error"]["param"].is_null()) << r->body;
+    else EXPECT_EQ(j["error"]["param"], param) << r->body;
+    return j["error"];
+  }
+
+  static fs::path dir_;
+  static serve::Server* server_;
+  static std::thread* thread_;
+  static int port_;
+  std::unique_ptr<httplib::Client> client_;
+};
+fs::path AudioApi::dir_;
+serve::Server* AudioApi::server_ = nullptr;
+std::thread* AudioApi::thread_ = nullptr;
+int AudioApi::port_ = 0;
+
+TEST_F(AudioApi, SpeechModelsAreListed) {
+  const auto r = client_->Get("/v1/models");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  bool found = false;
+  const json models = json::parse(r->body);
+  for (const json& m : models["data"]) found = found || m["id"] == "fake-whisper";
+  EXPECT_TRUE(found) << r->body;
+}
+
+TEST_F(AudioApi, NotMultipart) {
+  const auto r = client_->Post("/v1/audio/transcriptions", R"({"model": "x"})", "application/json");
+  EXPECT_NE(error(r, 400, "")["message"].get<std::string>().find("multipart"), std::string::npos);
+}
+
+TEST_F(AudioApi, MissingFileAndModel) {
+  EXPECT_EQ(error(post("/v1/audio/transcriptions", {{"model", kRealModel, "", ""}}), 400, "file")["code"],
+            "missing_required_parameter");
+  EXPECT_EQ(error(post("/v1/audio/transcriptions", {{"file", tone_wav(0.5), "a.wav", "audio/wav"}}), 400,
+                  "model")["code"],
+            "missing_required_parameter");
+}
+
+TEST_F(AudioApi, EmptyAndNonAudioFiles) {
+  EXPECT_EQ(error(transcribe("", "fake-whisper"), 400, "file")["code"], "invalid_file");
+  const json e = error(transcribe("this is plain text, not audio at all", "fake-whisper"), 400, "file");
+  EXPECT_EQ(e["code"], "invalid_file");
+  EXPECT_NE(e["message"].get<std::string>().find("clip.wav"), std::string::npos) << e;  // names the upload
+  std::string truncated = tone_wav(1.0).substr(0, 30);  // a WAV header cut short
+  EXPECT_EQ(error(transcribe(truncated, "fake-whisper"), 400, "file")["code"], "invalid_file");
+}
+
+TEST_F(AudioApi, BadFields) {
+  const std::string wav = tone_wav(0.5);
+  const json f = error(transcribe(wav, "fake-whisper", {{"response_format", "tsv"}}), 400, "response_format");
+  EXPECT_NE(f["message"].get<std::string>().find("verbose_json"), std::string::npos) << f;
+  for (const char* t : {"hot", "-0.1", "1.5", "nan", ""})
+    error(transcribe(wav, "fake-whisper", {{"temperature", t}}), 400, "temperature");
+  error(transcribe(wav, "fake-whisper", {{"timestamp_granularities[]", "word"}}), 400, "timestamp_granularities");
+  error(transcribe(wav, "fake-whisper", {{"language", "en"}}, "/v1/audio/translations"), 400, "language");
+}
+
+TEST_F(AudioApi, UnknownAndWrongModels) {
+  const std::string wav = tone_wav(0.5);
+  for (const char* m : {"no-such-model", "../etc/passwd", "a/b"})
+    EXPECT_EQ(error(transcribe(wav, m), 404, "model")["code"], "model_not_found") << m;
+  EXPECT_EQ(error(transcribe(wav, "some-bert"), 400, "model")["code"], "model_not_supported");
+}
+
+TEST_F(AudioApi, UploadOverTheLimit) {
+  // Over the audio limit: the route's 413 names the file.
+  const json e = error(transcribe(std::string(300 << 10, 'x'), "fake-whisper"), 413, "file");
+  EXPECT_EQ(e["code"], "request_too_large");
+  // Over the server's body limit (audio limit + 1 MiB): refused before the body is read.
+  const auto r = transcribe(std::string(1400 << 10, 'x'), "fake-whisper");
+  if (r) {  // httplib may close the connection before reading the body: also a refusal
+    EXPECT_EQ(r->status, 413) << r->body;
+  }
+  const auto h = client_->Get("/health");  // still serving
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+}
+
+TEST_F(AudioApi, TranscribesAllFormats) {
+  if (!have_real_model()) GTEST_SKIP() << kRealModel << " not in " << default_store_dir() << " or " << kClip << " absent";
+  const std::string clip = read_file(kClip);
+  {
+    const auto r = transcribe(clip, kRealModel);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+    const json j = json::parse(r->body);
+    EXPECT_EQ(normalise(j["text"]), kClipText) << j;
+  }
+  {
+    const auto r = transcribe(clip, kRealModel, {{"response_format", "verbose_json"}, {"timestamp_granularities[]", "segment"},
+                                                 {"temperature", "0"}, {"language", "en"}});
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json j = json::parse(r->body);
+    EXPECT_EQ(j["task"], "transcribe");
+    EXPECT_EQ(j["language"], "english");
+    EXPECT_NEAR(j["duration"].get<double>(), 3.29, 0.02);
+    ASSERT_GE(j["segments"].size(), 1u) << j;
+    const json& s = j["segments"][0];
+    EXPECT_EQ(s["id"], 0);
+    EXPECT_GE(s["start"].get<double>(), 0.0);
+    EXPECT_GT(s["end"].get<double>(), s["start"].get<double>());
+    EXPECT_LE(j["segments"].back()["end"].get<double>(), 3.8);
+    EXPECT_FALSE(s["tokens"].empty());
+    EXPECT_EQ(normalise(j["text"]), kClipText);
+  }
+  for (const auto& [format, prefix] : std::vector<std::pair<std::string, std::string>>{
+           {"srt", "1\n00:00:00,000 --> 00:00:0"}, {"text", ""}}) {  // vtt: test_transcript_format
+    const auto r = transcribe(clip, kRealModel, {{"response_format", format}});
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value("Content-Type"), "text/plain; charset=utf-8");
+    EXPECT_EQ(r->body.compare(0, prefix.size(), prefix), 0) << format << ": " << r->body;
+    if (format == "text") EXPECT_EQ(normalise(r->body), kClipText) << r->body;
+    else EXPECT_NE(normalise(r->body).find("made amiable himself"), std::string::npos) << format << ": " << r->body;
+  }
+}
+
+TEST_F(AudioApi, EnglishOnlyModelRefusesOtherLanguagesAndTranslation) {
+  if (!have_real_model()) GTEST_SKIP() << kRealModel << " not in " << default_store_dir();
+  const std::string wav = tone_wav(0.5);
+  error(transcribe(wav, kRealModel, {{"language", "de"}}), 400, "");
+  error(transcribe(wav, kRealModel, {}, "/v1/audio/translations"), 400, "");
+  const auto h = client_->Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+}
+
+}  // namespace
