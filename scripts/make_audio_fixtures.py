@@ -103,6 +103,9 @@ def main():
         mels.append(mel_entry("speech", audio, n_mels, wa.N_SAMPLES, full=False))
     libri = sorted(glob.glob("/usr/share/pocketsphinx*/**/librivox/*.wav", recursive=True))
     if libri:
+        # The quick start's MP3 (make run): real read speech, public domain (LibriVox).
+        ffmpeg("-i", libri[0], "-c:a", "libmp3lame", "-b:a", "32k", "-bitexact",
+               os.path.join(OUT, "librivox_0870.mp3"))
         la = wa.load_audio(libri[0])
         meta["librivox"] = {"file": os.path.basename(libri[0]), "samples": int(la.size)}
         for n_mels in (80, 128):
