@@ -316,7 +316,7 @@ def parse_json_objects(text):
 
 def engine_command(args, model, paths):
     return ([args.npu, "--threads", str(args.threads), "transcribe"] + paths +
-            ["--model", model, "--format", "json", "--beam-size", str(args.beam_size),
+            ["--model", model, "--format", "json", "--timings", "--beam-size", str(args.beam_size),
              "--temperature", str(args.temperature), "--language", args.language] +
             args.engine_args)
 

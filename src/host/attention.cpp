@@ -279,10 +279,30 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
   const Problem a{T, Hq, D, S, Hkv, Dv, Hq / Hkv, q.data<float>(), k.data<float>(),
                   v.data<float>(), mask.defined() ? mask.data<float>() : nullptr,
                   y.data<float>(), p, p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(float(D))};
-  if (T >= kGemmMinRows && S > 0 && D > 0)
+  if (T >= kGemmMinRows && S > 0 && D > 0) {
     attention_gemm(a);
-  else
+  } else if (T > 1 && !p.causal && p.window == 0 && !mask.defined() && T * a.group <= 64) {
+    // A few query rows that all see every key (Whisper's cross-attention over 5 beams): fold the
+    // rows into the GQA group, so each K/V row is streamed once for all of them, not T times.
+    // q [T, Hkv, G, D] -> [Hkv, T, G, D] (a 1-row problem with group T·G), and back for y.
+    const int64_t G = a.group;
+    Tensor qf = Tensor::empty({1, Hq * T, D}), yf = Tensor::empty({1, Hq * T, Dv});
+    const float* qs = q.data<float>();
+    float* qd = qf.data<float>();
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t kh = 0; kh < Hkv; ++kh)
+        std::copy_n(qs + (t * Hq + kh * G) * D, G * D, qd + ((kh * T + t) * G) * D);
+    Problem f = a;
+    f.T = 1, f.Hq = Hq * T, f.group = G * T, f.q = qd, f.y = yf.data<float>();
+    attention_rows(f);
+    const float* ys = yf.data<float>();
+    float* yd = y.data<float>();
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t kh = 0; kh < Hkv; ++kh)
+        std::copy_n(ys + ((kh * T + t) * G) * Dv, G * Dv, yd + (t * Hq + kh * G) * Dv);
+  } else {
     attention_rows(a);
+  }
   return y;
 }
 

@@ -194,14 +194,17 @@ ManifestFile describe_file(const fs::path& dir, const std::string& name) {
 }
 
 // A CTranslate2 Whisper model becomes what the engine loads: model.bin is imported into
-// model.baked (same f16 weights, transformers names) and config.json is replaced by the
-// transformers-style one the importer writes (it keeps CTranslate2's suppress/lang/alignment
-// lists). model.bin is then deleted so the weights are not stored twice.
-void import_ctranslate2(const fs::path& model, Manifest& m,
+// model.baked (transformers names; weight matrices int8 with one scale per row, the token
+// embedding bf16, norms and biases f32: the engine's default precision for Whisper, chosen
+// because it matched f32's WER on the benchmark clips at 1.6x f32's speed, docs/benchmarks-asr.md)
+// and config.json is replaced by the transformers-style one the importer writes (it keeps
+// CTranslate2's suppress/lang/alignment lists). model.bin is then deleted so the weights are not
+// stored twice. Other precisions: `npu checkpoint import --precision`.
+void import_ctranslate2(const fs::path& model, Manifest& m, Precision precision,
                         const std::function<void(const std::string&)>& log) {
-  log("importing model.bin into model.baked");
+  log(std::string("importing model.bin into model.baked (") + precision_name(precision) + ")");
   import_ctranslate2_whisper(model.string(), (model / "model.baked").string(),
-                             (model / "config.json").string(), Precision::Keep);
+                             (model / "config.json").string(), precision);
   fs::remove(model / "model.bin");
   std::vector<ManifestFile> files;
   m.size_bytes = 0;
@@ -212,6 +215,7 @@ void import_ctranslate2(const fs::path& model, Manifest& m,
   for (const ManifestFile& f : files) m.size_bytes += f.size_bytes;
   m.files = std::move(files);
   m.format = "baked";
+  if (precision != Precision::Keep) m.precision = precision_name(precision);
 }
 
 }  // namespace
@@ -265,6 +269,14 @@ Manifest ModelStore::pull(const CatalogEntry& entry, const PullOptions& opts) {
   auto log = [&](const std::string& s) {
     if (opts.log) opts.log(s);
   };
+  Precision import_precision = Precision::Int8;  // checked before anything is downloaded
+  if (!opts.precision.empty()) {
+    const std::optional<Precision> named = precision_from_name(opts.precision);
+    if (!named || *named == Precision::Auto)
+      throw std::invalid_argument("unknown pull precision '" + opts.precision +
+                                  "' (keep, f32, f16, bf16, bfp16, int8, int4)");
+    import_precision = *named;
+  }
   const fs::path final_dir = model_dir(entry.name);
   if (!opts.force) {
     if (auto m = find(entry.name)) {
@@ -330,7 +342,8 @@ Manifest ModelStore::pull(const CatalogEntry& entry, const PullOptions& opts) {
     m.size_bytes += size;
   }
   log("verified " + std::to_string(m.files.size()) + " files (sha256)");
-  if (entry.format == "ctranslate2" && entry.family == "whisper") import_ctranslate2(model, m, log);
+  if (entry.format == "ctranslate2" && entry.family == "whisper")
+    import_ctranslate2(model, m, import_precision, log);
   m.created = static_cast<int64_t>(std::time(nullptr));
   {
     std::ofstream out(model / "manifest.json");

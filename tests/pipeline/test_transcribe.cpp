@@ -8,6 +8,7 @@
 // are compared in order: same count, start and end within 0.5 s.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
@@ -117,11 +118,55 @@ TEST(Transcribe, RejectsWhatAnEnglishModelCannotDo) {
   EXPECT_THROW(transcriber().detect_language(Tensor::zeros({80, 3000})), std::invalid_argument);
 }
 
+// Word-level edit distance between two normalised texts.
+int64_t word_errors(const std::string& ref, const std::string& hyp) {
+  auto words = [](const std::string& s) {
+    std::vector<std::string> w;
+    std::istringstream in(s);
+    for (std::string x; in >> x;) w.push_back(x);
+    return w;
+  };
+  const std::vector<std::string> r = words(ref), h = words(hyp);
+  std::vector<int64_t> prev(h.size() + 1), cur(h.size() + 1);
+  for (size_t j = 0; j <= h.size(); ++j) prev[j] = static_cast<int64_t>(j);
+  for (size_t i = 1; i <= r.size(); ++i) {
+    cur[0] = static_cast<int64_t>(i);
+    for (size_t j = 1; j <= h.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r[i - 1] == h[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[h.size()];
+}
+
+// The fixtures are faster-whisper's transcripts at f32 from the packaged f16 weights: a store
+// model kept at f16 (`npu model pull whisper-tiny.en --precision keep`, as CI pulls it) must match
+// them exactly; the default int8 import is held to a word error rate against them instead.
+bool store_model_is_f16() {
+  std::ifstream f(model_dir() + "/manifest.json");
+  if (!f) return false;
+  const auto m = nlohmann::json::parse(f, nullptr, false);
+  return !m.is_discarded() && m.value("precision", "") == "f16";
+}
+
 void expect_matches(const std::string& fixture_file, const std::vector<std::string>& only = {}) {
   nlohmann::ordered_json fx = read_json(kFixtures + fixture_file);
   TranscribeOptions o;
   o.language = "en";
   o.beam_size = fx["beam_size"].get<int>();
+  if (!store_model_is_f16()) {  // int8: at most 10% word errors over the clips
+    int64_t errors = 0, words = 0;
+    for (const auto& [clip, want] : fx["clips"].items()) {
+      if (!only.empty() && std::find(only.begin(), only.end(), clip) == only.end()) continue;
+      const std::string ref = normalise(want["text"].get<std::string>());
+      const Transcript got = transcriber().transcribe(clip_samples(fx, clip), o);
+      errors += word_errors(ref, normalise(got.text));
+      words += word_errors(ref, "");
+    }
+    ASSERT_GT(words, 0);
+    EXPECT_LE(static_cast<double>(errors) / static_cast<double>(words), 0.10)
+        << errors << " word errors in " << words << " words";
+    return;
+  }
   for (const auto& [clip, want] : fx["clips"].items()) {
     if (!only.empty() && std::find(only.begin(), only.end(), clip) == only.end()) continue;
     SCOPED_TRACE(clip);
