@@ -316,7 +316,8 @@ Tensor WhisperModel::encode(const Tensor& mel, std::vector<Backend*> backends, R
   return host::to_f32(g.get(x));
 }
 
-WhisperDecodeState WhisperModel::start(const Tensor& audio_features, int64_t beams) const {
+WhisperDecodeState WhisperModel::start(const Tensor& audio_features, int64_t beams,
+                                       std::vector<Backend*> backends, RunReport* report) const {
   const WhisperSpec& s = spec_;
   const Impl& w = *impl_;
   const int64_t S = s.n_audio_ctx, d = s.d_model, H = s.decoder_heads, D = d / H;
@@ -337,7 +338,8 @@ WhisperDecodeState WhisperModel::start(const Tensor& audio_features, int64_t bea
     g.mark_output(ks.back());
     g.mark_output(vs.back());
   }
-  run_graph(g, {});
+  RunReport r = run_graph(g, std::move(backends));
+  if (report) *report = std::move(r);
   WhisperDecodeState st;
   for (int64_t i = 0; i < s.decoder_layers; ++i) {
     st.cross_k.push_back(host::to_f32(g.get(ks[i])));

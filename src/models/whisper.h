@@ -71,8 +71,10 @@ class WhisperModel {
   Tensor encode(const Tensor& mel, std::vector<Backend*> backends = {},
                 RunReport* report = nullptr) const;
 
-  // A fresh state over the audio features: computes every layer's cross K/V once.
-  WhisperDecodeState start(const Tensor& audio_features, int64_t beams = 1) const;
+  // A fresh state over the audio features: computes every layer's cross K/V once (GEMMs, placed
+  // on `backends` like encode's).
+  WhisperDecodeState start(const Tensor& audio_features, int64_t beams = 1,
+                           std::vector<Backend*> backends = {}, RunReport* report = nullptr) const;
   // Feeds tokens[b] to beam b (all the same length T >= 1; T > 1 is the prompt, run as a GEMM),
   // at positions state.position ...; returns logits [beams, vocab] f32 of each beam's last token.
   // Throws std::invalid_argument if the text context (n_text_ctx) would overflow or an id is out

@@ -216,8 +216,8 @@ Transcript Transcriber::transcribe(const std::vector<float>& samples,
   base.blank_tokens = tokenizer_.encode(" ", false).ids;
   base.blank_tokens.push_back(tokens_.eot);
 
-  // The model behind the decoder's callbacks; the op report covers the first window's encode and
-  // first decode step (later ones run the same ops).
+  // The model behind the decoder's callbacks; the op report covers the first window's encode,
+  // cross K/V and first decode step (later ones run the same ops).
   Tensor features;
   WhisperDecodeState state;
   double encode_ms = 0, decode_ms = 0;
@@ -229,8 +229,12 @@ Transcript Transcriber::transcribe(const std::vector<float>& samples,
                               out.report.ops.empty() ? &out.report : nullptr);
     encode_ms += ms_since(t0);
   };
-  m.start = [&] { state = model_->start(features, 1); };
   bool first_decode = true;
+  m.start = [&] {
+    RunReport start_report;
+    state = model_->start(features, 1, options.backends, first_decode ? &start_report : nullptr);
+    out.report.ops.insert(out.report.ops.end(), start_report.ops.begin(), start_report.ops.end());
+  };
   m.step = [&](const std::vector<std::vector<int32_t>>& tokens) {
     auto t0 = std::chrono::steady_clock::now();
     RunReport step_report;
