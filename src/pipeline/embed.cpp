@@ -12,6 +12,7 @@
 #include "models/model_store.h"
 #include "weights/baked.h"
 #include "weights/source.h"
+#include "weights/text_file.h"
 
 namespace xdna {
 
@@ -29,14 +30,6 @@ const char* pooling_name(Pooling p) {
 }
 
 namespace {
-
-nlohmann::json parse_json(const std::string& text, const std::string& origin) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw std::runtime_error(origin + ": " + e.what());
-  }
-}
 
 // sentence-transformers' Pooling config: exactly one mode must be on.
 Pooling pooling_from_st_config(const nlohmann::json& j, const std::string& origin) {
@@ -67,14 +60,6 @@ Pooling pooling_from_st_config(const nlohmann::json& j, const std::string& origi
     throw std::runtime_error(origin + ": weighted-mean pooling is not supported");
   if (!chosen) throw std::runtime_error(origin + ": no pooling mode is enabled");
   return *chosen;
-}
-
-std::optional<std::string> read_text_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "weights/baked.h"
 #include "weights/gguf.h"
 #include "weights/source.h"
+#include "weights/text_file.h"
 
 namespace xdna {
 
@@ -23,22 +24,6 @@ namespace {
 
 // Reads one of the model's files by name ("tokenizer.json"); nullopt when it has none.
 using FileReader = std::function<std::optional<std::string>(const std::string&)>;
-
-std::optional<std::string> read_text_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-json parse_json(const std::string& text, const std::string& origin) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw std::runtime_error(origin + ": " + e.what());
-  }
-}
 
 // tokenizer_config.json spells special tokens as a string or as an AddedToken object.
 std::string token_text(const json& j) {

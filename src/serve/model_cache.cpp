@@ -51,18 +51,27 @@ uint64_t files_size(const std::string& dir) {
   return total;
 }
 
+uint64_t model_bytes(const Manifest& manifest, const std::string& dir) {
+  return manifest.size_bytes ? manifest.size_bytes : files_size(dir);
+}
+
 }  // namespace
 
 ModelCache::ModelCache(std::string store_root, uint64_t budget_bytes)
     : root_(std::move(store_root)), budget_(budget_bytes) {}
 
-std::shared_ptr<CachedEmbeddingModel> ModelCache::get_embedding(const std::string& name) {
-  auto find_resident = [&]() -> std::shared_ptr<CachedEmbeddingModel> {
+// The resident model in `slot` of the entry named `name`, made the most recent; else, one load at
+// a time, `load(manifest, dir)` makes the entry (or throws for the wrong family) and it joins the
+// cache as the most recent. `accept_alias`: a catalog alias of a pulled model finds that model.
+template <class T, class Load>
+std::shared_ptr<T> ModelCache::get_or_load(const std::string& name, std::shared_ptr<T> Entry::*slot,
+                                           bool accept_alias, Load load) {
+  auto find_resident = [&]() -> std::shared_ptr<T> {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = lru_.begin(); it != lru_.end(); ++it) {
-      if (it->name != name || !it->model) continue;
+      if (it->name != name || !((*it).*slot)) continue;
       lru_.splice(lru_.begin(), lru_, it);  // now the most recent
-      return it->model;
+      return (*it).*slot;
     }
     return nullptr;
   };
@@ -72,93 +81,59 @@ std::shared_ptr<CachedEmbeddingModel> ModelCache::get_embedding(const std::strin
   std::lock_guard<std::mutex> load_lock(load_mu_);
   if (auto m = find_resident()) return m;  // another request loaded it while we waited
   const ModelStore store(root_);
-  const std::optional<Manifest> manifest = store.find(name);
+  std::optional<Manifest> manifest = store.find(name);
+  if (accept_alias && !manifest)  // an alias of a pulled model
+    if (const CatalogEntry* e = find_in_catalog(name)) manifest = store.find(e->name);
   if (!manifest) return nullptr;
-  if (!is_encoder_family(manifest->family))
-    throw std::invalid_argument("model '" + name + "' is a " + manifest->family +
-                                " model, not an embedding model");
-  const std::string dir = store.model_dir(name);
-  auto cached = std::make_shared<CachedEmbeddingModel>(
-      EmbeddingModel::load(dir), manifest->size_bytes ? manifest->size_bytes : files_size(dir));
-  cached->matryoshka_dimensions = read_matryoshka_dimensions(dir, cached->model.dimensions());
+  Entry entry = load(*manifest, store.model_dir(accept_alias ? manifest->name : name));
+  std::shared_ptr<T> model = entry.*slot;
 
   std::lock_guard<std::mutex> lock(mu_);
-  lru_.push_front({name, cached, nullptr, nullptr, 0});
+  lru_.push_front(std::move(entry));
   evict_over_budget();
-  return cached;
+  return model;
+}
+
+std::shared_ptr<CachedEmbeddingModel> ModelCache::get_embedding(const std::string& name) {
+  const auto load = [&](const Manifest& manifest, const std::string& dir) {
+    if (!is_encoder_family(manifest.family))
+      throw std::invalid_argument("model '" + name + "' is a " + manifest.family +
+                                  " model, not an embedding model");
+    auto cached =
+        std::make_shared<CachedEmbeddingModel>(EmbeddingModel::load(dir), model_bytes(manifest, dir));
+    cached->matryoshka_dimensions = read_matryoshka_dimensions(dir, cached->model.dimensions());
+    return Entry{name, cached, nullptr, nullptr, 0};
+  };
+  return get_or_load(name, &Entry::model, /*accept_alias=*/false, load);
 }
 
 std::shared_ptr<CachedLanguageModel> ModelCache::get_llm(const std::string& name) {
-  auto find_resident = [&]() -> std::shared_ptr<CachedLanguageModel> {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = lru_.begin(); it != lru_.end(); ++it) {
-      if (it->name != name || !it->llm) continue;
-      lru_.splice(lru_.begin(), lru_, it);
-      return it->llm;
+  const auto load = [&](const Manifest& manifest, const std::string& dir) {
+    if (is_encoder_family(manifest.family) || manifest.family == "whisper")
+      throw std::invalid_argument("model '" + name + "' is a " + manifest.family +
+                                  " model, not a text-generation model");
+    LoadOptions opts;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      opts = llm_options_;
     }
-    return nullptr;
+    auto cached = std::make_shared<CachedLanguageModel>();
+    cached->model = LanguageModel::load(dir, opts);
+    cached->bytes = model_bytes(manifest, dir);
+    return Entry{name, nullptr, cached, nullptr, 0};
   };
-  if (auto m = find_resident()) return m;
-  if (!valid_model_name(name)) return nullptr;
-
-  std::lock_guard<std::mutex> load_lock(load_mu_);
-  if (auto m = find_resident()) return m;
-  const ModelStore store(root_);
-  std::optional<Manifest> manifest = store.find(name);
-  if (const CatalogEntry* e = find_in_catalog(name); !manifest && e)  // an alias of a pulled model
-    manifest = store.find(e->name);
-  if (!manifest) return nullptr;
-  if (is_encoder_family(manifest->family) || manifest->family == "whisper")
-    throw std::invalid_argument("model '" + name + "' is a " + manifest->family +
-                                " model, not a text-generation model");
-  const std::string dir = store.model_dir(manifest->name);
-  LoadOptions opts;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    opts = llm_options_;
-  }
-  auto cached = std::make_shared<CachedLanguageModel>();
-  cached->model = LanguageModel::load(dir, opts);
-  cached->bytes = manifest->size_bytes ? manifest->size_bytes : files_size(dir);
-
-  std::lock_guard<std::mutex> lock(mu_);
-  lru_.push_front({name, nullptr, cached, nullptr, 0});
-  evict_over_budget();
-  return cached;
+  return get_or_load(name, &Entry::llm, /*accept_alias=*/true, load);
 }
 
 std::shared_ptr<const Transcriber> ModelCache::get_asr(const std::string& name) {
-  auto find_resident = [&]() -> std::shared_ptr<const Transcriber> {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = lru_.begin(); it != lru_.end(); ++it) {
-      if (it->name != name || !it->asr) continue;
-      lru_.splice(lru_.begin(), lru_, it);
-      return it->asr;
-    }
-    return nullptr;
+  const auto load = [&](const Manifest& manifest, const std::string& dir) {
+    if (manifest.family != "whisper")
+      throw std::invalid_argument("model '" + name + "' is a " + manifest.family +
+                                  " model, not a speech-to-text (whisper) model");
+    auto asr = std::make_shared<const Transcriber>(Transcriber::load(dir));
+    return Entry{name, nullptr, nullptr, asr, model_bytes(manifest, dir)};
   };
-  if (auto m = find_resident()) return m;
-  if (!valid_model_name(name)) return nullptr;
-
-  std::lock_guard<std::mutex> load_lock(load_mu_);
-  if (auto m = find_resident()) return m;
-  const ModelStore store(root_);
-  std::optional<Manifest> manifest = store.find(name);
-  if (const CatalogEntry* e = find_in_catalog(name); !manifest && e)  // an alias of a pulled model
-    manifest = store.find(e->name);
-  if (!manifest) return nullptr;
-  if (manifest->family != "whisper")
-    throw std::invalid_argument("model '" + name + "' is a " + manifest->family +
-                                " model, not a speech-to-text (whisper) model");
-  const std::string dir = store.model_dir(manifest->name);
-  auto asr = std::make_shared<const Transcriber>(Transcriber::load(dir));
-  const uint64_t bytes = manifest->size_bytes ? manifest->size_bytes : files_size(dir);
-
-  std::lock_guard<std::mutex> lock(mu_);
-  Entry e{name, nullptr, nullptr, asr, bytes};
-  lru_.push_front(std::move(e));
-  evict_over_budget();
-  return asr;
+  return get_or_load(name, &Entry::asr, /*accept_alias=*/true, load);
 }
 
 void ModelCache::set_llm_load_options(const LoadOptions& opts) {

@@ -66,6 +66,10 @@ class ModelCache {
     uint64_t bytes() const { return model ? model->bytes : llm ? llm->bytes : asr_bytes; }
   };
   void evict_over_budget();  // with mu_ held; keeps the most recent entry whatever its size
+  // What the get_* share: the resident lookup, the load under load_mu_, the LRU insert (model_cache.cpp).
+  template <class T, class Load>
+  std::shared_ptr<T> get_or_load(const std::string& name, std::shared_ptr<T> Entry::*slot, bool accept_alias,
+                                 Load load);
 
   std::string root_;
   uint64_t budget_;

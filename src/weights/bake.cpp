@@ -11,6 +11,7 @@
 #include "weights/baked.h"
 #include "weights/sha256.h"
 #include "weights/source.h"
+#include "weights/text_file.h"
 
 namespace xdna {
 
@@ -31,14 +32,6 @@ bool is_embedding(const std::string& name) {
 // Integer dtypes as files spell them (safetensors "I64", "U8", "BOOL"; ggml "i16" ...).
 bool is_integer_file_dtype(const std::string& d) {
   return !d.empty() && (d[0] == 'I' || d[0] == 'U' || d[0] == 'i' || d == "BOOL");
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw std::runtime_error(p.string() + ": cannot read");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // Files of a checkpoint directory worth carrying along: tokenizer, generation and
@@ -124,11 +117,7 @@ TensorPlan plan_tensor(const std::string& name, const Shape& shape, DType source
   return {source, 0, "keep", ""};
 }
 
-namespace {
-
-// Streams one converted tensor into the writer; int8/int4 scales are returned for the entry
-// that follows.
-std::vector<float> convert(const Tensor& src, const TensorPlan& plan, BakedWriter& w) {
+std::vector<float> write_converted(const Tensor& src, const TensorPlan& plan, BakedWriter& w) {
   const int64_t numel = src.numel();
   if (numel == 0) return {};
   const int64_t cols = src.ndim() ? src.shape().back() : 1;
@@ -159,8 +148,6 @@ std::vector<float> convert(const Tensor& src, const TensorPlan& plan, BakedWrite
   }
   return scales;
 }
-
-}  // namespace
 
 BakeSummary bake_checkpoint(const BakeOptions& opts) {
   auto log = [&](const std::string& s) {
@@ -216,14 +203,14 @@ BakeSummary bake_checkpoint(const BakeOptions& opts) {
   if (is_dir) {
     if (fs::exists(base / "config.json")) {
       try {
-        w.set("config", json::parse(read_text(base / "config.json")));
+        w.set("config", json::parse(read_required_text_file(base / "config.json")));
       } catch (const json::parse_error& e) {
         throw std::runtime_error((base / "config.json").string() + ": " + e.what());
       }
     }
     for (const std::string& name : embeddable_files(base)) {
       log("embedding " + name);
-      w.add_file(name, read_text(base / name));
+      w.add_file(name, read_required_text_file(base / name));
     }
   }
 
@@ -286,7 +273,7 @@ BakeSummary bake_checkpoint(const BakeOptions& opts) {
     if (plan.group) line += " (group " + std::to_string(plan.group) + ")";
     log(line);
     Tensor v = src->get(t->name);
-    const std::vector<float> scales = convert(v, plan, w);
+    const std::vector<float> scales = write_converted(v, plan, w);
     if (plan.group) w.write(scales.data(), scales.size() * sizeof(float));
     sum.bytes_in += t->bytes;
     ++sum.tensors;

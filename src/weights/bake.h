@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -25,6 +26,8 @@
 #include "core/tensor.h"
 
 namespace xdna {
+
+class BakedWriter;
 
 enum class Precision { F32, F16, BF16, BFP16, Int8, Int4, Keep, Auto };
 std::optional<Precision> precision_from_name(std::string_view name);
@@ -41,6 +44,10 @@ struct TensorPlan {
 };
 TensorPlan plan_tensor(const std::string& name, const Shape& shape, DType source, Precision p,
                        int64_t group);
+
+// Streams `src` converted to `plan` into the writer (a bounded chunk of rows at a time); returns
+// the int8/int4 scales, for the caller to write as the ".scales" tensor that follows.
+std::vector<float> write_converted(const Tensor& src, const TensorPlan& plan, BakedWriter& w);
 
 struct BakeOptions {
   std::string source;  // HF checkpoint directory, .safetensors file, shard index or .gguf file

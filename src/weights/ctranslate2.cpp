@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "core/buffer.h"
-#include "core/numeric.h"
 #include "weights/baked.h"
 #include "weights/sha256.h"
+#include "weights/text_file.h"
 
 namespace xdna {
 
@@ -212,14 +212,6 @@ class Ct2File final : public WeightSource {
 
 // ---- Whisper import ----------------------------------------------------------------------------
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw std::runtime_error(p.string() + ": cannot read");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // One tensor of the output: rows [row0, row0 + rows) of a CTranslate2 variable (rows < 0: all).
 struct Piece {
   std::string hf, ct2;
@@ -254,34 +246,6 @@ int64_t token_id(const json& tok, const std::string& content) {
   return -1;
 }
 
-// Streams `src` into the writer converted to `plan`; returns the int8/int4 scales.
-std::vector<float> write_converted(const Tensor& src, const TensorPlan& plan, BakedWriter& w) {
-  const int64_t numel = src.numel();
-  if (numel == 0) return {};
-  if (plan.dtype == src.dtype()) {
-    w.write(src.raw(), static_cast<size_t>(src.nbytes()));
-    return {};
-  }
-  const int64_t cols = src.ndim() ? src.shape().back() : 1;
-  const int64_t rows = numel / cols;
-  const int64_t src_row = dtype_bytes(src.dtype(), cols), dst_row = dtype_bytes(plan.dtype, cols);
-  std::vector<float> f(static_cast<size_t>(cols));
-  std::vector<uint8_t> out(static_cast<size_t>(dst_row));
-  std::vector<float> scales(plan.group ? static_cast<size_t>(numel / plan.group) : 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    dequantize_row(src.dtype(), src.raw() + r * src_row, f.data(), cols);
-    float* sc = plan.group ? scales.data() + r * (cols / plan.group) : nullptr;
-    if (plan.dtype == DType::I8)
-      quantize_int8(f.data(), 1, cols, plan.group, reinterpret_cast<int8_t*>(out.data()), sc);
-    else if (plan.dtype == DType::I4)
-      quantize_int4(f.data(), 1, cols, plan.group, out.data(), sc);
-    else
-      quantize_row(plan.dtype, f.data(), out.data(), cols);
-    w.write(out.data(), static_cast<size_t>(dst_row));
-  }
-  return scales;
-}
-
 }  // namespace
 
 std::unique_ptr<WeightSource> open_ctranslate2(const std::string& model_bin) {
@@ -312,7 +276,7 @@ Ct2ImportSummary import_ctranslate2_whisper(const std::string& ct2_dir, const st
   json ct2_config = json::object();
   if (fs::exists(dir / "config.json")) {
     try {
-      ct2_config = json::parse(read_file(dir / "config.json"));
+      ct2_config = json::parse(read_required_text_file(dir / "config.json"));
     } catch (const json::parse_error& e) {
       throw std::runtime_error((dir / "config.json").string() + ": " + e.what());
     }
@@ -321,7 +285,7 @@ Ct2ImportSummary import_ctranslate2_whisper(const std::string& ct2_dir, const st
   std::vector<std::pair<std::string, std::string>> files;  // embedded in the baked file
   for (const char* name : {"tokenizer.json", "vocabulary.json", "vocabulary.txt",
                            "preprocessor_config.json"})
-    if (fs::is_regular_file(dir / name)) files.emplace_back(name, read_file(dir / name));
+    if (fs::is_regular_file(dir / name)) files.emplace_back(name, read_required_text_file(dir / name));
   for (const auto& [name, text] : files)
     if (name == "tokenizer.json") tokenizer = json::parse(text, nullptr, false);
 
@@ -399,17 +363,25 @@ Ct2ImportSummary import_ctranslate2_whisper(const std::string& ct2_dir, const st
     add_opt(std::string("model.encoder.") + c + ".bias", std::string("encoder/") + c + "/bias");
   }
   add("model.encoder.embed_positions.weight", "encoder/position_encodings/encodings");
-  for (int64_t i = 0; i < enc_layers; ++i) {
-    const std::string hf = "model.encoder.layers." + std::to_string(i) + ".";
-    const std::string ct = "encoder/layer_" + std::to_string(i) + "/";
+  // The blocks encoder and decoder layers share: self-attention (q, k, v are row ranges of the
+  // fused linear_0) and the feed-forward, each with its layer norm.
+  auto self_attention = [&](const std::string& hf, const std::string& ct) {
     linear(hf + "self_attn.q_proj", ct + "self_attention/linear_0", 0, d);
     linear(hf + "self_attn.k_proj", ct + "self_attention/linear_0", d, d, false);
     linear(hf + "self_attn.v_proj", ct + "self_attention/linear_0", 2 * d, d);
     linear(hf + "self_attn.out_proj", ct + "self_attention/linear_1");
     norm(hf + "self_attn_layer_norm", ct + "self_attention/layer_norm");
+  };
+  auto feed_forward = [&](const std::string& hf, const std::string& ct) {
     linear(hf + "fc1", ct + "ffn/linear_0");
     linear(hf + "fc2", ct + "ffn/linear_1");
     norm(hf + "final_layer_norm", ct + "ffn/layer_norm");
+  };
+  for (int64_t i = 0; i < enc_layers; ++i) {
+    const std::string hf = "model.encoder.layers." + std::to_string(i) + ".";
+    const std::string ct = "encoder/layer_" + std::to_string(i) + "/";
+    self_attention(hf, ct);
+    feed_forward(hf, ct);
   }
   norm("model.encoder.layer_norm", "encoder/layer_norm");
   add("model.decoder.embed_tokens.weight", "decoder/embeddings/weight");
@@ -417,19 +389,13 @@ Ct2ImportSummary import_ctranslate2_whisper(const std::string& ct2_dir, const st
   for (int64_t i = 0; i < dec_layers; ++i) {
     const std::string hf = "model.decoder.layers." + std::to_string(i) + ".";
     const std::string ct = "decoder/layer_" + std::to_string(i) + "/";
-    linear(hf + "self_attn.q_proj", ct + "self_attention/linear_0", 0, d);
-    linear(hf + "self_attn.k_proj", ct + "self_attention/linear_0", d, d, false);
-    linear(hf + "self_attn.v_proj", ct + "self_attention/linear_0", 2 * d, d);
-    linear(hf + "self_attn.out_proj", ct + "self_attention/linear_1");
-    norm(hf + "self_attn_layer_norm", ct + "self_attention/layer_norm");
+    self_attention(hf, ct);
     linear(hf + "encoder_attn.q_proj", ct + "attention/linear_0");
     linear(hf + "encoder_attn.k_proj", ct + "attention/linear_1", 0, d, false);
     linear(hf + "encoder_attn.v_proj", ct + "attention/linear_1", d, d);
     linear(hf + "encoder_attn.out_proj", ct + "attention/linear_2");
     norm(hf + "encoder_attn_layer_norm", ct + "attention/layer_norm");
-    linear(hf + "fc1", ct + "ffn/linear_0");
-    linear(hf + "fc2", ct + "ffn/linear_1");
-    norm(hf + "final_layer_norm", ct + "ffn/layer_norm");
+    feed_forward(hf, ct);
   }
   norm("model.decoder.layer_norm", "decoder/layer_norm");
   // The output projection is tied to the token embeddings in every released model (an alias in

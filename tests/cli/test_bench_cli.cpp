@@ -1,24 +1,18 @@
 // `npu bench kernels --quick --json` end to end: one run reports bandwidth, GEMV per weight dtype
 // as a fraction of it, and GEMM against the OpenBLAS peer (installed by scripts/install-deps.sh).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "cli_test_util.h"
+
 TEST(BenchCli, QuickKernelReportHasEveryFigureAndRatio) {
-  const std::string cmd = "'" XDNA_NPU_BINARY "' --threads 2 bench kernels --quick --json 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  const auto [rc, out] =
+      xdna::test::run_shell("'" XDNA_NPU_BINARY "' --threads 2 bench kernels --quick --json 2>/dev/null");
+  ASSERT_EQ(rc, 0) << out;
   const auto j = nlohmann::json::parse(out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << "not JSON:\n" << out;
 

@@ -1,15 +1,14 @@
 // `npu checkpoint import` (CTranslate2 Whisper -> model directory) and `npu checkpoint info` on a
 // model.bin, end to end on the tiny fixture (tests/fixtures/ct2, scripts/make_ct2_fixtures.py).
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_test_util.h"
 #include "weights/baked.h"
 
 namespace {
@@ -19,23 +18,9 @@ using nlohmann::json;
 
 const std::string kCt2 = std::string(XDNA_FIXTURE_DIR) + "/ct2/whisper_f16";
 
-struct Result {
-  int rc = -1;
-  std::string out;  // stdout and stderr together
-};
+using Result = xdna::test::ShellResult;  // out: stdout and stderr together
 
-Result npu(const std::string& args) {
-  const std::string cmd = "'" XDNA_NPU_BINARY "' " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Result npu(const std::string& args) { return xdna::test::run_shell("'" XDNA_NPU_BINARY "' " + args + " 2>&1"); }
 
 struct TempDir {
   fs::path path = fs::temp_directory_path() / ("xdna_ct2_cli_" + std::to_string(::getpid()));

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_test_util.h"
 #include "weights/sha256.h"
 
 namespace fs = std::filesystem;
@@ -20,10 +21,7 @@ using nlohmann::json;
 
 namespace {
 
-struct Result {
-  int rc = -1;
-  std::string out;  // stdout and stderr together
-};
+using Result = xdna::test::ShellResult;  // out: stdout and stderr together
 
 class CliTest : public ::testing::Test {
  protected:
@@ -40,16 +38,7 @@ class CliTest : public ::testing::Test {
            (dir_ / "config").string() + "' ";
   }
   Result npu(const std::string& args) const {
-    const std::string cmd = env() + "'" XDNA_NPU_BINARY "' " + args + " 2>&1";
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int status = pclose(p);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+    return xdna::test::run_shell(env() + "'" XDNA_NPU_BINARY "' " + args + " 2>&1");
   }
   void write_config(const std::string& text) const {
     fs::create_directories(dir_ / "config" / "xdna-engine");
@@ -323,13 +312,8 @@ TEST_F(CliTest, ChatReadsTurnsFromStdin) {
   EXPECT_EQ(r.rc, 0) << r.out;
   const std::string cmd = env() + "printf 'hello\\n/exit\\n' | '" XDNA_NPU_BINARY "' chat --model '" + kTinyLlm +
                           "' --temperature 0 --max-tokens 4 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[4096];
-  std::string out;
-  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int status = pclose(p);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  const Result chat = xdna::test::run_shell(cmd);
+  EXPECT_EQ(chat.rc, 0) << chat.out;
 }
 
 TEST_F(CliTest, PlanDecoderIsLabelledModelled) {

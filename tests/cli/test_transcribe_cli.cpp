@@ -2,17 +2,16 @@
 // whisper-tiny.en in the default store and Debian's pocketsphinx-testdata installed, a LibriVox
 // clip in several formats, --output-dir, and a missing file among good ones.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include <nlohmann/json.hpp>
 
+#include "cli_test_util.h"
 #include "models/model_store.h"
 
 namespace fs = std::filesystem;
@@ -76,16 +75,8 @@ class TranscribeCli : public ::testing::Test {
     const fs::path err = dir_ / "stderr.txt";
     const std::string cmd = "'" XDNA_NPU_BINARY "' transcribe --store '" + store().string() + "' " + args + " 2>'" +
                             err.string() + "'";
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int status = pclose(p);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.err = slurp(err);
-    return r;
+    const xdna::test::ShellResult run = xdna::test::run_shell(cmd);
+    return {run.rc, run.out, slurp(err)};
   }
   fs::path dir_;
 };

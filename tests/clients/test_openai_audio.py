@@ -6,28 +6,16 @@ pocketsphinx-testdata (skipped when absent) with response_format json, verbose_j
 text. The error cases need no model. Run through run_client_tests.py, which sets XDNA_NPU_BINARY.
 """
 import io
-import json
 import os
 import re
-import select
-import shutil
-import signal
-import subprocess
-import tempfile
-import time
 import unittest
 
 import openai
+from npu_server import ServedStoreTest, default_store, link_default_model, write_manifest
 
 MODEL = "whisper-tiny.en"
 CLIP = "/usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-0930.wav"
 CLIP_TEXT = "he might even have been made amiable himself"
-
-
-def default_store() -> str:
-    """The store `npu` uses by default (models/model_store.h: default_store_dir)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "xdna-engine", "models")
 
 
 def normalise(text: str) -> str:
@@ -38,44 +26,16 @@ def normalise(text: str) -> str:
 def add_manifest(store: str, name: str, family: str) -> None:
     """A model directory with only a manifest: listed by the server, never loaded here."""
     os.makedirs(os.path.join(store, name))
-    manifest = {"schema": 1, "name": name, "family": family, "format": "ctranslate2", "precision": "f16",
-                "source": {"registry": "pypi", "packages": [{"name": "fixture", "version": "0"}]},
-                "files": [], "size_bytes": 0, "created": int(time.time())}
-    with open(os.path.join(store, name, "manifest.json"), "w") as f:
-        json.dump(manifest, f)
+    write_manifest(os.path.join(store, name), name, family, "ctranslate2", "f16", [])
 
 
-class OpenAIAudio(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.npu = os.environ["XDNA_NPU_BINARY"]
-        cls.tmp = tempfile.mkdtemp(prefix="xdna-client-audio-")
-        cls.store = os.path.join(cls.tmp, "models")
-        os.makedirs(cls.store)
-        add_manifest(cls.store, "some-bert", "bert")
-        real = os.path.join(default_store(), MODEL)
-        cls.have_model = os.path.exists(os.path.join(real, "manifest.json"))
-        if cls.have_model:
-            os.symlink(real, os.path.join(cls.store, MODEL))
-        cls.server = subprocess.Popen([cls.npu, "serve", "--port", "0", "--store", cls.store],
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        ready, _, _ = select.select([cls.server.stdout], [], [], 60)
-        line = cls.server.stdout.readline() if ready else ""
-        if "listening on http://" not in line:
-            cls.server.kill()
-            raise RuntimeError(f"npu serve did not start: {line!r}")
-        cls.base = line.split("listening on ")[1].split()[0]
-        cls.client = openai.OpenAI(base_url=cls.base + "/v1", api_key="not-needed", max_retries=0, timeout=120)
+class OpenAIAudio(ServedStoreTest):
+    store_prefix = "xdna-client-audio-"
 
     @classmethod
-    def tearDownClass(cls):
-        cls.server.send_signal(signal.SIGTERM)
-        try:
-            cls.server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            cls.server.kill()
-        cls.server.stdout.close()
-        shutil.rmtree(cls.tmp)
+    def fill_store(cls, store):
+        add_manifest(store, "some-bert", "bert")
+        cls.have_model = link_default_model(store, MODEL)
 
     def need_model(self):
         if not self.have_model:

@@ -6,61 +6,23 @@ non-streaming ones. Run through run_client_tests.py, which sets XDNA_NPU_BINARY.
 """
 import json
 import os
-import select
-import shutil
-import signal
-import subprocess
-import tempfile
-import time
 import unittest
 
 import openai
+from npu_server import ServedStoreTest, add_fixture_model
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "fixtures", "llm", "tiny-llama-chat")
 
 
-def add_fixture_model(store: str, name: str) -> None:
-    """Copies the fixture into the store with a manifest, as `npu model pull` would leave it."""
-    dst = os.path.join(store, name)
-    shutil.copytree(FIXTURE, dst, ignore=shutil.ignore_patterns("reference.json"))
-    files = [{"name": n, "size_bytes": os.path.getsize(os.path.join(dst, n)), "sha256": ""} for n in sorted(os.listdir(dst))]
-    manifest = {"schema": 1, "name": name, "family": "llama", "format": "safetensors", "precision": "f32",
-                "source": {"registry": "pypi", "packages": [{"name": "fixture", "version": "0"}]},
-                "files": files, "size_bytes": sum(f["size_bytes"] for f in files), "created": int(time.time())}
-    with open(os.path.join(dst, "manifest.json"), "w") as f:
-        json.dump(manifest, f)
+class OpenAIChat(ServedStoreTest):
+    store_prefix = "xdna-client-chat-"
 
-
-class OpenAIChat(unittest.TestCase):
     @classmethod
-    def setUpClass(cls):
-        cls.npu = os.environ["XDNA_NPU_BINARY"]
-        cls.tmp = tempfile.mkdtemp(prefix="xdna-client-chat-")
-        cls.store = os.path.join(cls.tmp, "models")
-        os.makedirs(cls.store)
-        add_fixture_model(cls.store, "tiny-chat")
+    def fill_store(cls, store):
+        add_fixture_model(store, "tiny-chat", FIXTURE, "llama")
         with open(os.path.join(FIXTURE, "reference.json")) as f:
             cls.cases = json.load(f)["cases"]
-        cls.server = subprocess.Popen([cls.npu, "serve", "--port", "0", "--store", cls.store],
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        ready, _, _ = select.select([cls.server.stdout], [], [], 60)
-        line = cls.server.stdout.readline() if ready else ""
-        if "listening on http://" not in line:
-            cls.server.kill()
-            raise RuntimeError(f"npu serve did not start: {line!r}")
-        cls.base = line.split("listening on ")[1].split()[0]
-        cls.client = openai.OpenAI(base_url=cls.base + "/v1", api_key="not-needed", max_retries=0, timeout=120)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.send_signal(signal.SIGTERM)
-        try:
-            cls.server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            cls.server.kill()
-        cls.server.stdout.close()
-        shutil.rmtree(cls.tmp)
 
     def chat_case(self):
         return next(c for c in self.cases if c["kind"] == "chat")

@@ -9,42 +9,16 @@ import base64
 import json
 import math
 import os
-import select
-import shutil
-import signal
 import struct
 import subprocess
-import tempfile
-import time
 import unittest
 
 import openai
+from npu_server import ServedStoreTest, add_fixture_model, default_store, link_default_model, npu_binary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "fixtures", "encoders", "tiny-bert-e5")
 REAL_MODEL = "all-minilm-l6-v2"
-
-
-def default_store() -> str:
-    """The store `npu` uses by default (models/model_store.h: default_store_dir)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "xdna-engine", "models")
-
-
-def add_fixture_model(store: str, name: str) -> None:
-    """Copies the fixture into the store with a manifest, as `npu model pull` would leave it."""
-    dst = os.path.join(store, name)
-    shutil.copytree(FIXTURE, dst, ignore=shutil.ignore_patterns("reference.json"))
-    files = []
-    for root, _, names in os.walk(dst):
-        for n in sorted(names):
-            path = os.path.join(root, n)
-            files.append({"name": os.path.relpath(path, dst), "size_bytes": os.path.getsize(path), "sha256": ""})
-    manifest = {"schema": 1, "name": name, "family": "bert", "format": "safetensors", "precision": "f32",
-                "source": {"registry": "pypi", "packages": [{"name": "fixture", "version": "0"}]},
-                "files": files, "size_bytes": sum(f["size_bytes"] for f in files), "created": int(time.time())}
-    with open(os.path.join(dst, "manifest.json"), "w") as f:
-        json.dump(manifest, f)
 
 
 def cosine(a, b) -> float:
@@ -52,41 +26,14 @@ def cosine(a, b) -> float:
     return ab / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
 
 
-class OpenAIEmbeddings(unittest.TestCase):
+class OpenAIEmbeddings(ServedStoreTest):
     @classmethod
-    def setUpClass(cls):
-        cls.npu = os.environ["XDNA_NPU_BINARY"]
-        cls.tmp = tempfile.mkdtemp(prefix="xdna-client-")
-        cls.store = os.path.join(cls.tmp, "models")
-        os.makedirs(cls.store)
-        add_fixture_model(cls.store, "tiny-bert")
-        real = os.path.join(default_store(), REAL_MODEL)
-        cls.has_real = os.path.exists(os.path.join(real, "manifest.json"))
-        if cls.has_real:
-            os.symlink(real, os.path.join(cls.store, REAL_MODEL))
+    def fill_store(cls, store):
+        cls.npu = npu_binary()
+        add_fixture_model(store, "tiny-bert", FIXTURE, "bert")
+        cls.has_real = link_default_model(store, REAL_MODEL)
         with open(os.path.join(FIXTURE, "reference.json")) as f:
             cls.ref = json.load(f)["inputs"]
-
-        cls.server = subprocess.Popen([cls.npu, "serve", "--port", "0", "--store", cls.store],
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        # "npu serve: listening on http://127.0.0.1:PORT (...)"
-        ready, _, _ = select.select([cls.server.stdout], [], [], 60)
-        line = cls.server.stdout.readline() if ready else ""
-        if "listening on http://" not in line:
-            cls.server.kill()
-            raise RuntimeError(f"npu serve did not start: {line!r}")
-        cls.base = line.split("listening on ")[1].split()[0]
-        cls.client = openai.OpenAI(base_url=cls.base + "/v1", api_key="not-needed", max_retries=0, timeout=120)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.send_signal(signal.SIGTERM)
-        try:
-            cls.server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            cls.server.kill()
-        cls.server.stdout.close()
-        shutil.rmtree(cls.tmp)
 
     def test_string_with_the_clients_default_base64(self):
         r = self.client.embeddings.create(model="tiny-bert", input=self.ref[0]["text"])

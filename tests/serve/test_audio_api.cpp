@@ -4,7 +4,6 @@
 // default store and a LibriVox clip of Debian's pocketsphinx-testdata, and skip without them.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <unistd.h>
 
 #include <cctype>
 #include <cmath>
@@ -15,6 +14,7 @@
 #include <thread>
 
 #include "serve/server.h"
+#include "server_test_util.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -27,15 +27,7 @@ const fs::path kClip = "/usr/share/pocketsphinx/test/data/librivox/sense_and_sen
 constexpr const char* kClipText = "he might even have been made amiable himself";
 
 void add_manifest(const fs::path& store, const std::string& name, const std::string& family) {
-  fs::create_directories(store / name);
-  Manifest m;
-  m.name = name;
-  m.family = family;
-  m.format = "ctranslate2";
-  m.precision = "f16";
-  m.packages = {{"fixture", "0"}};
-  m.created = 1700000000;
-  std::ofstream(store / name / "manifest.json") << manifest_to_json(m).dump();
+  test::add_store_model(store, name, family, "ctranslate2", "f16");
 }
 
 // A valid 16-bit PCM mono WAV of `seconds` of a 440 Hz tone at 16 kHz.
@@ -71,38 +63,19 @@ std::string normalise(const std::string& s) {
   return out;
 }
 
-class AudioApi : public ::testing::Test {
+class AudioApi : public test::ServerSuite<AudioApi> {
  protected:
   static void SetUpTestSuite() {
-    char tmpl[] = "/tmp/xdna-audio-api-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = test::make_temp_dir("xdna-audio-api");
     const fs::path store = dir_ / "models";
     add_manifest(store, "fake-whisper", "whisper");  // listed, never loaded by these tests
     add_manifest(store, "some-bert", "bert");
     const fs::path real = fs::path(default_store_dir()) / kRealModel;
     if (fs::exists(real / "manifest.json")) fs::create_directory_symlink(real, store / kRealModel);
     serve::ServerOptions opts;
-    opts.port = 0;
     opts.store_dir = store.string();
     opts.max_audio_bytes = 256 << 10;  // small, so the 413 cases stay cheap
-    server_ = new serve::Server(opts);
-    serve::add_all_routes(*server_);
-    port_ = server_->bind();
-    thread_ = new std::thread([] { server_->run(); });
-    for (int i = 0; i < 500 && !server_->is_running(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  static void TearDownTestSuite() {
-    server_->stop();
-    thread_->join();
-    delete thread_;
-    delete server_;
-    fs::remove_all(dir_);
-  }
-  void SetUp() override {
-    ASSERT_TRUE(server_->is_running());
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
-    client_->set_read_timeout(120, 0);
+    server_ = std::make_unique<test::RunningServer>(opts);
   }
   bool have_real_model() const { return fs::exists(dir_ / "models" / kRealModel) && fs::exists(kClip); }
 
@@ -130,17 +103,7 @@ class AudioApi : public ::testing::Test {
     else EXPECT_EQ(j["error"]["param"], param) << r->body;
     return j["error"];
   }
-
-  static fs::path dir_;
-  static serve::Server* server_;
-  static std::thread* thread_;
-  static int port_;
-  std::unique_ptr<httplib::Client> client_;
 };
-fs::path AudioApi::dir_;
-serve::Server* AudioApi::server_ = nullptr;
-std::thread* AudioApi::thread_ = nullptr;
-int AudioApi::port_ = 0;
 
 TEST_F(AudioApi, SpeechModelsAreListed) {
   const auto r = client_->Get("/v1/models");

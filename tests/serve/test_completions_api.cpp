@@ -3,13 +3,13 @@
 // with httplib's client. Greedy outputs are checked against transformers' (reference.json).
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "serve/server.h"
+#include "server_test_util.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -20,20 +20,7 @@ namespace {
 const fs::path kFixture = fs::path(XDNA_FIXTURE_DIR) / "llm" / "tiny-llama-chat";
 
 void add_model(const fs::path& store, const std::string& name, const std::string& family, const fs::path& from) {
-  const fs::path dir = store / name;
-  fs::create_directories(dir);
-  Manifest m;
-  m.name = name;
-  m.family = family;
-  m.format = "safetensors";
-  m.precision = "f32";
-  m.packages = {{"fixture", "0"}};
-  m.created = 1700000000;
-  if (!from.empty()) {
-    fs::copy(from, dir, fs::copy_options::recursive);
-    fs::remove(dir / "reference.json");  // test data, not part of the model
-  }
-  std::ofstream(dir / "manifest.json") << manifest_to_json(m).dump();
+  test::add_store_model(store, name, family, "safetensors", "f32", from);
 }
 
 // Server-sent events: the JSON of every `data: {...}` event, and whether `data: [DONE]` ended it.
@@ -60,11 +47,10 @@ Events parse_sse(const std::string& body) {
   return ev;
 }
 
-class CompletionsApi : public ::testing::Test {
+class CompletionsApi : public test::ServerSuite<CompletionsApi> {
  protected:
   static void SetUpTestSuite() {
-    char tmpl[] = "/tmp/xdna-completions-api-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = test::make_temp_dir("xdna-completions-api");
     const fs::path store = dir_ / "models";
     add_model(store, "tiny-chat", "llama", kFixture);
     add_model(store, "tiny-plain", "llama", kFixture);
@@ -76,27 +62,12 @@ class CompletionsApi : public ::testing::Test {
     add_model(store, "some-bert", "bert", {});
     ref_ = new json(json::parse(std::ifstream(kFixture / "reference.json")));
     serve::ServerOptions opts;
-    opts.port = 0;
     opts.store_dir = store.string();
-    server_ = new serve::Server(opts);
-    serve::add_all_routes(*server_);
-    port_ = server_->bind();
-    thread_ = new std::thread([] { server_->run(); });
-    for (int i = 0; i < 500 && !server_->is_running(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    server_ = std::make_unique<test::RunningServer>(opts);
   }
   static void TearDownTestSuite() {
-    server_->stop();
-    thread_->join();
-    delete thread_;
-    delete server_;
+    ServerSuite::TearDownTestSuite();
     delete ref_;
-    fs::remove_all(dir_);
-  }
-  void SetUp() override {
-    ASSERT_TRUE(server_->is_running());
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
-    client_->set_read_timeout(120, 0);
   }
 
   httplib::Result post(const std::string& path, const json& body) {
@@ -120,17 +91,8 @@ class CompletionsApi : public ::testing::Test {
   }
   const json& ref_case(size_t i) { return (*ref_)["cases"][i]; }
 
-  static fs::path dir_;
-  static serve::Server* server_;
-  static std::thread* thread_;
-  static int port_;
   static json* ref_;
-  std::unique_ptr<httplib::Client> client_;
 };
-fs::path CompletionsApi::dir_;
-serve::Server* CompletionsApi::server_ = nullptr;
-std::thread* CompletionsApi::thread_ = nullptr;
-int CompletionsApi::port_ = 0;
 json* CompletionsApi::ref_ = nullptr;
 
 TEST_F(CompletionsApi, ChatGreedyMatchesTransformers) {
@@ -300,7 +262,7 @@ TEST_F(CompletionsApi, ConcurrentRequestsAreSerialisedAndCorrect) {
   std::vector<std::thread> threads;
   for (int i = 0; i < 3; ++i)
     threads.emplace_back([&, i] {
-      httplib::Client cl("127.0.0.1", port_);
+      httplib::Client cl("127.0.0.1", server_->port());
       cl.set_read_timeout(120, 0);
       auto r = cl.Post("/v1/completions", body.dump(), "application/json");
       if (r && r->status == 200) texts[i] = json::parse(r->body)["choices"][0]["text"];

@@ -3,7 +3,6 @@
 // httplib's client. Embeddings are checked against the fixture's sentence-transformers reference.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <unistd.h>
 
 #include <bit>
 #include <cmath>
@@ -12,6 +11,7 @@
 #include <thread>
 
 #include "serve/server.h"
+#include "server_test_util.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -21,34 +21,9 @@ namespace {
 
 const fs::path kFixture = fs::path(XDNA_FIXTURE_DIR) / "encoders" / "tiny-bert-e5";
 
-fs::path make_temp_dir() {
-  char tmpl[] = "/tmp/xdna-embed-api-XXXXXX";
-  const char* d = mkdtemp(tmpl);
-  if (!d) throw std::runtime_error("mkdtemp failed");
-  return d;
-}
-
 // A model directory with a manifest, as `npu model pull` leaves it. `files` from `from` (if any).
 void add_model(const fs::path& store, const std::string& name, const std::string& family, const fs::path& from) {
-  const fs::path dir = store / name;
-  fs::create_directories(dir);
-  Manifest m;
-  m.name = name;
-  m.family = family;
-  m.format = "safetensors";
-  m.precision = "f32";
-  m.packages = {{"fixture", "0"}};
-  m.created = 1700000000;
-  if (!from.empty()) {
-    fs::copy(from, dir, fs::copy_options::recursive);
-    fs::remove(dir / "reference.json");  // test data, not part of the model
-    for (const auto& e : fs::recursive_directory_iterator(dir)) {
-      if (!e.is_regular_file()) continue;
-      m.files.push_back({fs::relative(e.path(), dir).string(), e.file_size(), ""});
-      m.size_bytes += e.file_size();
-    }
-  }
-  std::ofstream(dir / "manifest.json") << manifest_to_json(m).dump();
+  test::add_store_model(store, name, family, "safetensors", "f32", from, /*list_files=*/true);
 }
 
 // The fixture with "matryoshka_dimensions" declared: the same weights, allowed to be cut.
@@ -106,36 +81,18 @@ std::vector<float> base64_to_f32(const std::string& s) {
   return out;
 }
 
-class EmbeddingsApi : public ::testing::Test {
+class EmbeddingsApi : public test::ServerSuite<EmbeddingsApi> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = make_temp_dir();
+    dir_ = test::make_temp_dir("xdna-embed-api");
     const fs::path store = dir_ / "models";
     add_model(store, "tiny-bert", "bert", kFixture);
     add_model(store, "tiny-mrl", "bert", kFixture);
     make_matryoshka(store / "tiny-mrl");
     add_model(store, "some-llm", "gemma3", {});
     serve::ServerOptions opts;
-    opts.port = 0;
     opts.store_dir = store.string();
-    server_ = new serve::Server(opts);
-    serve::add_all_routes(*server_);
-    port_ = server_->bind();
-    thread_ = new std::thread([] { server_->run(); });
-    for (int i = 0; i < 500 && !server_->is_running(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  static void TearDownTestSuite() {
-    server_->stop();
-    thread_->join();
-    delete thread_;
-    delete server_;
-    fs::remove_all(dir_);
-  }
-  void SetUp() override {
-    ASSERT_TRUE(server_->is_running());
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
-    client_->set_read_timeout(120, 0);
+    server_ = std::make_unique<test::RunningServer>(opts);
   }
 
   httplib::Result post(const json& body) { return post_raw(body.dump()); }
@@ -177,11 +134,6 @@ class EmbeddingsApi : public ::testing::Test {
 
   static std::vector<float> floats(const json& item) { return item["embedding"].get<std::vector<float>>(); }
 
-  static inline fs::path dir_;
-  static inline serve::Server* server_ = nullptr;
-  static inline std::thread* thread_ = nullptr;
-  static inline int port_ = 0;
-  std::unique_ptr<httplib::Client> client_;
   const std::vector<Reference> ref_ = load_reference();
 };
 
@@ -341,7 +293,7 @@ TEST_F(EmbeddingsApi, ConcurrentRequestsGiveTheSameAnswers) {
   std::vector<json> got(4);
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
-      httplib::Client c("127.0.0.1", port_);
+      httplib::Client c("127.0.0.1", server_->port());
       auto r = c.Post("/v1/embeddings", json({{"model", "tiny-bert"}, {"input", ref_[3].text}}).dump(),
                       "application/json");
       if (r && r->status == 200) got[t] = json::parse(r->body);
@@ -352,7 +304,7 @@ TEST_F(EmbeddingsApi, ConcurrentRequestsGiveTheSameAnswers) {
 
 // The cache on its own: load on first use, the same object after, LRU past the budget.
 TEST(ModelCache, LoadsOnFirstUseAndEvictsLeastRecentPastTheBudget) {
-  const fs::path dir = make_temp_dir();
+  const fs::path dir = test::make_temp_dir("xdna-embed-api");
   add_model(dir, "tiny-a", "bert", kFixture);
   add_model(dir, "tiny-b", "bert", kFixture);
   add_model(dir, "tiny-mrl", "bert", kFixture);
@@ -386,7 +338,7 @@ TEST(ModelCache, LoadsOnFirstUseAndEvictsLeastRecentPastTheBudget) {
 }
 
 TEST(ModelCache, BadMatryoshkaConfigIsAnError) {
-  const fs::path dir = make_temp_dir();
+  const fs::path dir = test::make_temp_dir("xdna-embed-api");
   add_model(dir, "tiny-bad", "bert", kFixture);
   std::ofstream(dir / "tiny-bad" / "config_sentence_transformers.json") << R"({"matryoshka_dimensions": [64]})";
   serve::ModelCache cache(dir.string());

@@ -1,13 +1,13 @@
 // The HTTP server in-process on a free loopback port, queried with httplib's client.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "serve/server.h"
+#include "server_test_util.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -15,12 +15,7 @@ using namespace xdna;
 
 namespace {
 
-fs::path make_temp_dir() {
-  char tmpl[] = "/tmp/xdna-serve-XXXXXX";
-  const char* d = mkdtemp(tmpl);
-  if (!d) throw std::runtime_error("mkdtemp failed");
-  return d;
-}
+fs::path make_temp_dir() { return test::make_temp_dir("xdna-serve"); }
 
 // Writes a model directory with a manifest, as `npu model pull` would.
 void add_model(const fs::path& store, const std::string& name, int64_t created) {
@@ -42,28 +37,19 @@ class ServerTest : public ::testing::Test {
   void SetUp() override {
     dir_ = make_temp_dir();
     serve::ServerOptions opts;
-    opts.port = 0;
     opts.store_dir = (dir_ / "models").string();
-    server_ = std::make_unique<serve::Server>(opts);
-    serve::add_all_routes(*server_);
-    port_ = server_->bind();
-    thread_ = std::thread([this] { server_->run(); });
-    for (int i = 0; i < 500 && !server_->is_running(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    server_ = std::make_unique<test::RunningServer>(opts);
     ASSERT_TRUE(server_->is_running());
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
+    client_ = server_->client();
   }
   void TearDown() override {
-    if (server_) server_->stop();
-    if (thread_.joinable()) thread_.join();
+    server_.reset();
     fs::remove_all(dir_);
   }
   fs::path store() const { return dir_ / "models"; }
 
   fs::path dir_;
-  std::unique_ptr<serve::Server> server_;
-  std::thread thread_;
-  int port_ = 0;
+  std::unique_ptr<test::RunningServer> server_;
   std::unique_ptr<httplib::Client> client_;
 };
 
