@@ -18,6 +18,7 @@
 #include "models/decoder.h"
 #include "models/model_store.h"
 #include "weights/gguf.h"
+#include "bench_main.h"
 
 namespace {
 
@@ -98,14 +99,4 @@ BENCHMARK(BM_Decode)->Arg(16)->Arg(512)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  int threads = 2;
-  if (const char* t = std::getenv("XDNA_THREADS")) threads = std::atoi(t);
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = std::atoi(argv[i] + 10);
-  xdna::set_num_threads(threads);
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return run_model_benchmarks(argc, argv); }

@@ -27,6 +27,7 @@
 #include "core/numeric.h"
 #include "core/parallel.h"
 #include "models/whisper.h"
+#include "bench_main.h"
 
 namespace {
 
@@ -221,14 +222,4 @@ BENCHMARK(BM_DecodeStep)->Args({0, 1})->Args({1, 1})->Args({2, 1})->Args({0, 5})
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  int threads = 2;
-  if (const char* t = std::getenv("XDNA_THREADS")) threads = std::atoi(t);
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = std::atoi(argv[i] + 10);
-  xdna::set_num_threads(threads);
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return run_model_benchmarks(argc, argv); }

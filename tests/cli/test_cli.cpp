@@ -67,6 +67,14 @@ TEST_F(CliTest, HelpOfEverySubcommandExitsZero) {
   EXPECT_NE(npu("--version").out.find("0.1.0"), std::string::npos);
 }
 
+// A bad --precision is refused before pip is run: nothing is downloaded, nothing lands in the store.
+TEST_F(CliTest, PullRejectsAnUnknownPrecisionBeforeDownloading) {
+  const Result r = npu("model pull whisper-tiny.en --precision int3");
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("unknown pull precision 'int3'"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(store() / "whisper-tiny.en"));
+}
+
 TEST_F(CliTest, DoctorJsonHasStableKeys) {
   const Result r = npu("doctor --json");
   ASSERT_EQ(r.rc, 0) << r.out;

@@ -4,7 +4,6 @@
 // with httplib's multipart client. Skipped when whisper-base is not in the store (and under ASan).
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <unistd.h>
 
 #include <cctype>
 #include <filesystem>
@@ -12,10 +11,10 @@
 #include <iterator>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "../encoder_test_util.h"
 #include "serve/server.h"
+#include "server_test_util.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -44,38 +43,23 @@ std::set<std::string> words(const std::string& text) {
   return out;
 }
 
-class AudioTranslationsApi : public ::testing::Test {
+class AudioTranslationsApi : public test::ServerSuite<AudioTranslationsApi> {
  protected:
   static void SetUpTestSuite() {
-    char tmpl[] = "/tmp/xdna-audio-tr-api-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = test::make_temp_dir("xdna-audio-tr-api");
     const fs::path store = dir_ / "models";
     fs::create_directories(store);
     const fs::path real = fs::path(default_store_dir()) / kModel;
     if (fs::exists(real / "manifest.json")) fs::create_directory_symlink(real, store / kModel);
     serve::ServerOptions opts;
-    opts.port = 0;
     opts.store_dir = store.string();
-    server_ = new serve::Server(opts);
-    serve::add_all_routes(*server_);
-    port_ = server_->bind();
-    thread_ = new std::thread([] { server_->run(); });
-    for (int i = 0; i < 500 && !server_->is_running(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  static void TearDownTestSuite() {
-    server_->stop();
-    thread_->join();
-    delete thread_;
-    delete server_;
-    fs::remove_all(dir_);
+    server_ = std::make_unique<test::RunningServer>(opts);
   }
   void SetUp() override {
     if (XDNA_UNDER_ASAN) GTEST_SKIP() << "skipped under AddressSanitizer (74M-parameter model)";
     if (!fs::exists(dir_ / "models" / kModel))
       GTEST_SKIP() << kModel << " not in " << default_store_dir() << " (npu model pull whisper-base)";
-    ASSERT_TRUE(server_->is_running());
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
+    ServerSuite::SetUp();
     client_->set_read_timeout(300, 0);
   }
   json post(const std::string& path, const std::vector<std::pair<std::string, std::string>>& fields) {
@@ -89,16 +73,7 @@ class AudioTranslationsApi : public ::testing::Test {
     return json::parse(r->body);
   }
 
-  static fs::path dir_;
-  static serve::Server* server_;
-  static std::thread* thread_;
-  static int port_;
-  std::unique_ptr<httplib::Client> client_;
 };
-fs::path AudioTranslationsApi::dir_;
-serve::Server* AudioTranslationsApi::server_ = nullptr;
-std::thread* AudioTranslationsApi::thread_ = nullptr;
-int AudioTranslationsApi::port_ = 0;
 
 // faster-whisper 1.2.1 (int8 and f32) translates the clip as "Today it seems like the sun, and we
 // are going to ... the park. In the evening we are going to take a ...".
