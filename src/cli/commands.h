@@ -1,5 +1,8 @@
 // Each `npu` subcommand lives in its own cmd_*.cpp and registers itself on the app here.
 #pragma once
+#include <cstdint>
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 namespace xdna::cli {
@@ -17,5 +20,8 @@ void add_generate_command(CLI::App& app);    // cmd_generate.cpp
 void add_chat_command(CLI::App& app);        // cmd_chat.cpp
 void add_perplexity_command(CLI::App& app);  // cmd_perplexity.cpp
 void add_transcribe_command(CLI::App& app);  // cmd_transcribe.cpp
+
+// "8GiB", "512M", "1048576" -> bytes (cmd_serve.cpp). Throws std::invalid_argument naming the text.
+uint64_t parse_byte_size(const std::string& text);
 
 }  // namespace xdna::cli

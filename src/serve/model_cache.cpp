@@ -58,7 +58,10 @@ uint64_t model_bytes(const Manifest& manifest, const std::string& dir) {
 }  // namespace
 
 ModelCache::ModelCache(std::string store_root, uint64_t budget_bytes)
-    : root_(std::move(store_root)), budget_(budget_bytes) {}
+    : ModelCache(std::move(store_root), ModelCacheOptions{.budget_bytes = budget_bytes}) {}
+
+ModelCache::ModelCache(std::string store_root, ModelCacheOptions opts)
+    : root_(std::move(store_root)), opts_(opts) {}
 
 // The resident model in `slot` of the entry named `name`, made the most recent; else, one load at
 // a time, `load(manifest, dir)` makes the entry (or throws for the wrong family) and it joins the
@@ -99,10 +102,10 @@ std::shared_ptr<CachedEmbeddingModel> ModelCache::get_embedding(const std::strin
     if (!is_encoder_family(manifest.family))
       throw std::invalid_argument("model '" + name + "' is a " + manifest.family +
                                   " model, not an embedding model");
-    auto cached =
-        std::make_shared<CachedEmbeddingModel>(EmbeddingModel::load(dir), model_bytes(manifest, dir));
+    auto cached = std::make_shared<CachedEmbeddingModel>(EmbeddingModel::load(dir), model_bytes(manifest, dir),
+                                                         opts_.max_queue);
     cached->matryoshka_dimensions = read_matryoshka_dimensions(dir, cached->model.dimensions());
-    return Entry{name, cached, nullptr, nullptr, 0};
+    return Entry{name, cached, nullptr, nullptr, manifest.family};
   };
   return get_or_load(name, &Entry::model, /*accept_alias=*/false, load);
 }
@@ -117,23 +120,51 @@ std::shared_ptr<CachedLanguageModel> ModelCache::get_llm(const std::string& name
       std::lock_guard<std::mutex> lock(mu_);
       opts = llm_options_;
     }
-    auto cached = std::make_shared<CachedLanguageModel>();
-    cached->model = LanguageModel::load(dir, opts);
-    cached->bytes = model_bytes(manifest, dir);
-    return Entry{name, nullptr, cached, nullptr, 0};
+    auto cached = std::make_shared<CachedLanguageModel>(LanguageModel::load(dir, opts), model_bytes(manifest, dir),
+                                                        opts_.max_batch, opts_.max_queue);
+    return Entry{name, nullptr, cached, nullptr, manifest.family};
   };
   return get_or_load(name, &Entry::llm, /*accept_alias=*/true, load);
 }
 
-std::shared_ptr<const Transcriber> ModelCache::get_asr(const std::string& name) {
+std::shared_ptr<CachedAsrModel> ModelCache::get_asr(const std::string& name) {
   const auto load = [&](const Manifest& manifest, const std::string& dir) {
     if (manifest.family != "whisper")
       throw std::invalid_argument("model '" + name + "' is a " + manifest.family +
                                   " model, not a speech-to-text (whisper) model");
-    auto asr = std::make_shared<const Transcriber>(Transcriber::load(dir));
-    return Entry{name, nullptr, nullptr, asr, model_bytes(manifest, dir)};
+    auto asr = std::make_shared<CachedAsrModel>(Transcriber::load(dir), model_bytes(manifest, dir), opts_.max_queue);
+    return Entry{name, nullptr, nullptr, asr, manifest.family};
   };
   return get_or_load(name, &Entry::asr, /*accept_alias=*/true, load);
+}
+
+bool ModelCache::load(const std::string& name) {
+  std::optional<Manifest> manifest = ModelStore(root_).find(name);
+  if (!manifest)
+    if (const CatalogEntry* e = find_in_catalog(name)) manifest = ModelStore(root_).find(e->name);
+  if (!manifest) return false;
+  if (is_encoder_family(manifest->family)) return get_embedding(manifest->name) != nullptr;
+  if (manifest->family == "whisper") return get_asr(manifest->name) != nullptr;
+  return get_llm(manifest->name) != nullptr;
+}
+
+std::vector<ResidentModel> ModelCache::resident_info() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ResidentModel> out;
+  for (const Entry& e : lru_) {
+    ResidentModel r;
+    r.name = e.name;
+    r.family = e.family;
+    r.bytes = e.bytes();
+    const RequestQueue& q = e.model ? e.model->queue : e.llm ? e.llm->queue : e.asr->queue;
+    r.kind = e.model ? "embedding" : e.llm ? "llm" : "asr";
+    r.running = q.running();
+    r.waiting = q.waiting();
+    r.loaded_unix_s = e.loaded_unix_s;
+    r.last_used_unix_s = e.last_used_unix_s;
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 void ModelCache::set_llm_load_options(const LoadOptions& opts) {
@@ -144,7 +175,7 @@ void ModelCache::set_llm_load_options(const LoadOptions& opts) {
 void ModelCache::evict_over_budget() {
   uint64_t total = 0;
   for (const Entry& e : lru_) total += e.bytes();
-  while (total > budget_ && lru_.size() > 1) {
+  while (total > opts_.budget_bytes && lru_.size() > 1) {
     total -= lru_.back().bytes();
     lru_.pop_back();
   }

@@ -12,24 +12,69 @@
 #include "pipeline/embed.h"
 #include "pipeline/llm.h"
 #include "pipeline/transcribe.h"
+#include "serve/request_queue.h"
 
 namespace xdna::serve {
 
+// How the cache sizes what it holds and queues (ServerOptions fills it).
+struct ModelCacheOptions {
+  uint64_t budget_bytes = 8ull << 30;  // resident models; least recently used evicted past it
+  int max_queue = 16;                  // per model: requests that may wait (RequestQueue)
+  int max_batch = 4;                   // per LLM: sequences decoded together
+};
+
 struct CachedEmbeddingModel {
+  CachedEmbeddingModel(EmbeddingModel m, uint64_t bytes, int max_queue)
+      : model(std::move(m)), bytes(bytes), queue(1, max_queue) {}
   EmbeddingModel model;
   uint64_t bytes = 0;  // what the model takes: its files in the store (weights dominate)
   // Output sizes the model was trained to be cut to (Matryoshka), from "matryoshka_dimensions" in
   // its config_sentence_transformers.json or config.json; empty: only the full size is valid.
   std::vector<int64_t> matryoshka_dimensions;
-  // One forward pass at a time per model: each pass already uses every core.
-  std::mutex run_mutex;
+  // One forward pass at a time per model (each pass already uses every core), a bounded line.
+  RequestQueue queue;
 };
 
 struct CachedLanguageModel {
+  CachedLanguageModel(std::unique_ptr<LanguageModel> m, uint64_t bytes, int max_batch, int max_queue);
+  ~CachedLanguageModel();
   std::unique_ptr<LanguageModel> model;
-  uint64_t bytes = 0;  // its files in the store
-  // One generation at a time per model: each step already uses every core.
-  std::mutex run_mutex;
+  uint64_t bytes = 0;  // its files in the store, plus the KV cache budget of its sequences
+  // Up to max_batch generations run at once (their decode steps batched), a bounded line behind.
+  RequestQueue queue;
+  // Runs one generation, holding a Turn of `queue`, sharing decode steps with the model's other
+  // running generations; the tokens are the same as xdna::generate's alone with the same seed.
+  // on_piece returning false cancels it and frees its KV cache at once.
+  GenerateResult generate(const GenerateRequest& request,
+                          const std::function<bool(const GeneratedPiece&)>& on_piece = {});
+
+ private:
+  struct Scheduler;  // serve/llm_scheduler.cpp
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+struct CachedAsrModel {
+  CachedAsrModel(Transcriber t, uint64_t bytes, int max_queue) : asr(std::move(t)), bytes(bytes), queue(1, max_queue) {}
+  Transcriber asr;
+  uint64_t bytes = 0;
+  RequestQueue queue;  // one transcription at a time (each uses every core)
+};
+
+// One resident model, for `npu model ls`, /api/ps and /metrics.
+struct ResidentModel {
+  std::string name;
+  std::string kind;    // "embedding", "llm" or "asr"
+  std::string family;  // the store manifest's ("bert", "qwen3", "whisper" ...)
+  std::string device = "host";  // where its ops run: "host", "npu-sim", "npu"
+  uint64_t bytes = 0;
+  int running = 0, waiting = 0;  // its queue now
+  double loaded_unix_s = 0, last_used_unix_s = 0;
+};
+
+// The model does not fit the memory budget even with every other model evicted; thrown before
+// anything of it is allocated. The message states both sizes.
+struct ModelTooLarge : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 class ModelCache {
@@ -37,6 +82,7 @@ class ModelCache {
   static constexpr uint64_t kDefaultBudgetBytes = 8ull << 30;
 
   explicit ModelCache(std::string store_root, uint64_t budget_bytes = kDefaultBudgetBytes);
+  ModelCache(std::string store_root, ModelCacheOptions opts);
 
   // The model named `name` in the store, loading it when not resident. nullptr when the store has
   // no such model (or the name is not a valid store name); throws std::runtime_error when the
@@ -50,20 +96,26 @@ class ModelCache {
   // The same for a speech-to-text model (family "whisper"); catalog aliases of a pulled model are
   // accepted. std::invalid_argument when the model is of another family. Transcriber::transcribe
   // is const: callers serialise runs themselves (each already uses every core).
-  std::shared_ptr<const Transcriber> get_asr(const std::string& name);
+  std::shared_ptr<CachedAsrModel> get_asr(const std::string& name);
+  // Any model in the store by its kind (the manifest's family): for --preload and `npu model
+  // load`. Returns false when the store has no such model.
+  bool load(const std::string& name);
 
   // Resident models, most recently used first, and their total size.
   std::vector<std::string> resident() const;
   uint64_t resident_bytes() const;
+  std::vector<ResidentModel> resident_info() const;
+  const ModelCacheOptions& options() const { return opts_; }
 
  private:
   struct Entry {
     std::string name;
     std::shared_ptr<CachedEmbeddingModel> model;  // one of these three is set
     std::shared_ptr<CachedLanguageModel> llm;
-    std::shared_ptr<const Transcriber> asr;
-    uint64_t asr_bytes = 0;  // the ASR model's files in the store
-    uint64_t bytes() const { return model ? model->bytes : llm ? llm->bytes : asr_bytes; }
+    std::shared_ptr<CachedAsrModel> asr;
+    std::string family;
+    double loaded_unix_s = 0, last_used_unix_s = 0;
+    uint64_t bytes() const { return model ? model->bytes : llm ? llm->bytes : asr->bytes; }
   };
   void evict_over_budget();  // with mu_ held; keeps the most recent entry whatever its size
   // What the get_* share: the resident lookup, the load under load_mu_, the LRU insert (model_cache.cpp).
@@ -72,7 +124,7 @@ class ModelCache {
                                  Load load);
 
   std::string root_;
-  uint64_t budget_;
+  ModelCacheOptions opts_;
   mutable std::mutex mu_;  // guards lru_
   std::mutex load_mu_;     // one load at a time, so two first requests do not load twice
   std::list<Entry> lru_;   // most recent first

@@ -22,9 +22,6 @@ struct ApiError : std::runtime_error {
 
 constexpr const char* kFormats = "json, text, srt, verbose_json, vtt";
 
-// One transcription at a time: each already uses every core.
-std::mutex g_run_mutex;
-
 struct AudioRequest {
   std::string model, response_format = "json";
   std::string file_name;
@@ -103,7 +100,7 @@ void handle_audio(Server& s, const httplib::Request& req, httplib::Response& res
   } catch (const std::exception& e) {
     throw ApiError(400, std::string("file: ") + e.what(), "invalid_file", "file");
   }
-  std::shared_ptr<const Transcriber> asr;
+  std::shared_ptr<CachedAsrModel> asr;
   try {
     asr = s.models().get_asr(r.model);
   } catch (const std::invalid_argument& e) {
@@ -114,8 +111,8 @@ void handle_audio(Server& s, const httplib::Request& req, httplib::Response& res
                    "model_not_found", "model");
   Transcript t;
   {
-    std::lock_guard<std::mutex> lock(g_run_mutex);
-    t = asr->transcribe(samples, r.options);  // std::invalid_argument (language, task): 400 below
+    const RequestQueue::Turn turn = asr->queue.enter(s.deadline());
+    t = asr->asr.transcribe(samples, r.options);  // std::invalid_argument (language, task): 400 below
   }
   const std::string body = format_transcript(t, r.response_format, r.options.task);
   const bool is_json = r.response_format == "json" || r.response_format == "verbose_json";
@@ -129,6 +126,10 @@ void post_audio(Server& s, const std::string& path, bool translate) {
       handle_audio(s, req, res, translate);
     } catch (const ApiError& e) {
       send_error(res, e.status, e.what(), "invalid_request_error", e.code, e.param);
+    } catch (const QueueFull& e) {
+      send_queue_full(res, e);
+    } catch (const QueueTimeout& e) {
+      send_queue_timeout(res, e);
     } catch (const std::invalid_argument& e) {  // options the model refused (language, task)
       send_error(res, 400, e.what(), "invalid_request_error", "invalid_value");
     }

@@ -15,7 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr size_t kMaxBodyBytes = 8u << 20;
 constexpr size_t kMaxStops = 4;  // OpenAI's limit
 
 struct ApiError : std::runtime_error {
@@ -334,7 +333,8 @@ std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
 // Streams one generation as server-sent events; runs inside httplib's content provider, after
 // the status and headers have gone out, so failures become an error event.
 void stream_generation(const CompletionRequest& r, const ResponseHead& head, std::shared_ptr<CachedLanguageModel> m,
-                       const GenerateRequest& g, httplib::DataSink& sink) {
+                       const GenerateRequest& g, RequestQueue::Ticket ticket,
+                       std::chrono::steady_clock::time_point deadline, httplib::DataSink& sink) {
   const LanguageModel& lm = *m->model;
   const auto send = [&](const json& j) {
     const std::string event = sse(j);
@@ -350,9 +350,9 @@ void stream_generation(const CompletionRequest& r, const ResponseHead& head, std
   if (r.chat) open = send(chunk({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}},
                                  {"logprobs", nullptr}, {"finish_reason", nullptr}}));
   try {
-    std::lock_guard<std::mutex> lock(m->run_mutex);
+    const RequestQueue::Turn turn = m->queue.wait(std::move(ticket), deadline);
     std::vector<TokenChoice> pending;  // log-probs of tokens whose text is still held back
-    const GenerateResult res = generate(lm, g, [&](const GeneratedPiece& p) {
+    const GenerateResult res = m->generate(g, [&](const GeneratedPiece& p) {
       if (!open) return false;
       if (r.logprobs && p.token.id >= 0) pending.push_back(p.token);
       if (p.text.empty()) return true;
@@ -390,9 +390,9 @@ void stream_generation(const CompletionRequest& r, const ResponseHead& head, std
 }
 
 void handle_completion(Server& s, const httplib::Request& req, httplib::Response& res, bool chat) {
-  if (req.body.size() > kMaxBodyBytes)
+  if (req.body.size() > s.options().max_body_bytes)
     throw ApiError(413, "request body is " + std::to_string(req.body.size()) + " bytes; at most " +
-                            std::to_string(kMaxBodyBytes), "request_too_large");
+                            std::to_string(s.options().max_body_bytes), "request_too_large");
   const CompletionRequest r = parse_request(req.body, chat);
   std::shared_ptr<CachedLanguageModel> m;
   try {
@@ -409,8 +409,11 @@ void handle_completion(Server& s, const httplib::Request& req, httplib::Response
                           r.model, unix_now()};
   if (r.stream) {
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [r, head, m, g](size_t, httplib::DataSink& sink) {
-      stream_generation(r, head, m, g, sink);
+    // A place in the model's queue is taken now, so a full queue is a 429 before any event.
+    auto ticket = std::make_shared<RequestQueue::Ticket>(m->queue.admit());
+    const auto deadline = s.deadline();
+    res.set_chunked_content_provider("text/event-stream", [r, head, m, g, ticket, deadline](size_t, httplib::DataSink& sink) {
+      stream_generation(r, head, m, g, std::move(*ticket), deadline, sink);
       sink.done();
       return true;
     });
@@ -418,8 +421,8 @@ void handle_completion(Server& s, const httplib::Request& req, httplib::Response
   }
   GenerateResult out;
   {
-    std::lock_guard<std::mutex> lock(m->run_mutex);
-    out = generate(*m->model, g);
+    const RequestQueue::Turn turn = m->queue.enter(s.deadline());
+    out = m->generate(g);
   }
   json body = head.with(json::array({final_choice(r, *m->model, out)}));
   body["usage"] = usage_json(out);
@@ -432,6 +435,10 @@ void post_completion(Server& s, const std::string& path, bool chat) {
       handle_completion(s, req, res, chat);
     } catch (const ApiError& e) {
       send_error(res, e.status, e.what(), "invalid_request_error", e.code, e.param);
+    } catch (const QueueFull& e) {
+      send_queue_full(res, e);
+    } catch (const QueueTimeout& e) {
+      send_queue_timeout(res, e);
     } catch (const std::invalid_argument& e) {  // input the pipeline refused
       send_error(res, 400, e.what(), "invalid_request_error", "invalid_value");
     }

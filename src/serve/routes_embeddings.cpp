@@ -16,7 +16,6 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxInputs = 2048;             // OpenAI's limit per request
-constexpr size_t kMaxBodyBytes = 16u << 20;     // a full 2048-input request fits easily
 constexpr size_t kBatch = 32;                   // inputs per forward pass, bounds activations
 
 // A request the handler rejects: status, message and OpenAI's code/param.
@@ -172,9 +171,9 @@ std::vector<std::vector<int32_t>> checked_ids(const EmbeddingsRequest& r, const 
 }
 
 void handle_embeddings(Server& s, const httplib::Request& req, httplib::Response& res) {
-  if (req.body.size() > kMaxBodyBytes)
+  if (req.body.size() > s.options().max_body_bytes)
     throw ApiError(413, "request body is " + std::to_string(req.body.size()) + " bytes; at most " +
-                            std::to_string(kMaxBodyBytes) + " (split the inputs over several requests)",
+                            std::to_string(s.options().max_body_bytes) + " (split the inputs over several requests)",
                    "request_too_large", "");
   const EmbeddingsRequest r = parse_request(req.body);
   std::shared_ptr<CachedEmbeddingModel> m;
@@ -193,7 +192,7 @@ void handle_embeddings(Server& s, const httplib::Request& req, httplib::Response
   std::vector<EmbeddingItem> items;
   std::set<std::string> backends;
   {
-    std::lock_guard<std::mutex> lock(m->run_mutex);
+    const RequestQueue::Turn turn = m->queue.enter(s.deadline());
     for (size_t b0 = 0; b0 < n; b0 += kBatch) {
       const size_t b1 = std::min(n, b0 + kBatch);
       EmbedResult part = r.tokens ? m->model.embed_ids({ids.begin() + b0, ids.begin() + b1})
@@ -243,6 +242,10 @@ void add_embedding_routes(Server& s) {
       handle_embeddings(s, req, res);
     } catch (const ApiError& e) {
       send_error(res, e.status, e.what(), "invalid_request_error", e.code, e.param);
+    } catch (const QueueFull& e) {
+      send_queue_full(res, e);
+    } catch (const QueueTimeout& e) {
+      send_queue_timeout(res, e);
     } catch (const std::invalid_argument& e) {  // input the pipeline refused
       send_error(res, 400, e.what(), "invalid_request_error", "invalid_value", "input");
     }

@@ -26,10 +26,26 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
   send_json(res, {{"error", error}}, status);
 }
 
+void send_queue_full(httplib::Response& res, const QueueFull& e) {
+  res.set_header("Retry-After", std::to_string(e.retry_after_s));
+  send_error(res, 429, e.what(), "rate_limit_error", "queue_full");
+}
+
+void send_queue_timeout(httplib::Response& res, const QueueTimeout& e) {
+  send_error(res, 503, e.what(), "server_error", "timeout");
+}
+
+std::chrono::steady_clock::time_point Server::deadline() const {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(opts_.request_timeout_s));
+}
+
 Server::Server(ServerOptions opts)
     : opts_(std::move(opts)),
       store_(opts_.store_dir.empty() ? default_store_dir() : opts_.store_dir),
-      models_(store_.root(), opts_.model_budget_bytes),
+      models_(store_.root(), ModelCacheOptions{.budget_bytes = opts_.model_budget_bytes,
+                                               .max_queue = opts_.max_queue,
+                                               .max_batch = opts_.max_batch}),
       npu_(probe_npu()) {
   http_.set_default_headers({{"X-Npu-Backend", "host"}});
   // No request body is read past this (413 before it is read): the largest a front accepts, an
@@ -124,6 +140,8 @@ void add_all_routes(Server& s) {
   add_embedding_routes(s);
   add_completion_routes(s);
   add_audio_routes(s);
+  add_ollama_routes(s);
+  add_metrics_routes(s);
 }
 
 void run_until_signal(Server& s) {

@@ -4,15 +4,18 @@
 // Every response carries `X-Npu-Backend`, and every error is an OpenAI-style error object.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "models/model_store.h"
+#include "serve/metrics.h"
 #include "serve/model_cache.h"
 #include "serve/system_info.h"
 
@@ -26,6 +29,13 @@ struct ServerOptions {
   std::string store_dir;           // empty: default_store_dir()
   uint64_t model_budget_bytes = ModelCache::kDefaultBudgetBytes;  // resident models, LRU past it
   uint64_t max_audio_bytes = 25ull << 20;  // an uploaded audio file (OpenAI's limit: 25 MB)
+  uint64_t max_body_bytes = 16ull << 20;   // a JSON request body (413 past it)
+  std::string api_key;                     // non-empty: every endpoint wants "Authorization: Bearer KEY"
+  int max_queue = 16;                      // per model: requests that may wait beyond those running (429 past it)
+  int max_batch = 4;                       // LLM sequences decoded together (continuous batching)
+  double request_timeout_s = 600;          // a request's wait for its model plus its run
+  std::vector<std::string> preload;        // store models loaded before the server listens
+  bool log_requests = true;                // one JSON line per request on stderr, with its request id
 };
 
 using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
@@ -54,6 +64,9 @@ class Server {
   ModelStore& store() { return store_; }
   ModelCache& models() { return models_; }  // loaded on first use, shared by the fronts
   const NpuInfo& npu() const { return npu_; }
+  Metrics& metrics() { return metrics_; }
+  // When a request that starts now must be done (options().request_timeout_s).
+  std::chrono::steady_clock::time_point deadline() const;
 
  private:
   void on_error(const httplib::Request& req, httplib::Response& res);
@@ -62,6 +75,7 @@ class Server {
   ModelStore store_;
   ModelCache models_;
   NpuInfo npu_;
+  Metrics metrics_;
   httplib::Server http_;
   int port_ = 0;
   std::atomic<bool> stop_requested_{false};
@@ -75,12 +89,19 @@ void send_error(httplib::Response& res, int status, const std::string& message,
                 const std::string& type = "invalid_request_error", const std::string& code = "",
                 const std::string& param = "");
 
+// A full model queue: 429 with Retry-After; a request that waited past its deadline: 503.
+void send_queue_full(httplib::Response& res, const QueueFull& e);
+void send_queue_timeout(httplib::Response& res, const QueueTimeout& e);
+
 // Fronts.
 void add_system_routes(Server& s);  // GET /health
 void add_model_routes(Server& s);   // GET /v1/models, GET /v1/models/{id}
 void add_embedding_routes(Server& s);  // POST /v1/embeddings
 void add_completion_routes(Server& s);  // POST /v1/chat/completions, POST /v1/completions
 void add_audio_routes(Server& s);  // POST /v1/audio/transcriptions, POST /v1/audio/translations
+// Ollama's API: /api/tags, /api/show, /api/ps, /api/version, /api/generate, /api/chat, /api/embed
+void add_ollama_routes(Server& s);
+void add_metrics_routes(Server& s);  // GET /metrics
 
 // Server with every front registered.
 void add_all_routes(Server& s);

@@ -1,0 +1,8 @@
+// Ollama's API (in progress).
+#include "serve/server.h"
+
+namespace xdna::serve {
+
+void add_ollama_routes(Server&) {}
+
+}  // namespace xdna::serve
