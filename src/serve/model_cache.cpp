@@ -122,6 +122,8 @@ std::shared_ptr<CachedLanguageModel> ModelCache::get_llm(const std::string& name
     }
     auto cached = std::make_shared<CachedLanguageModel>(LanguageModel::load(dir, opts), model_bytes(manifest, dir),
                                                         opts_.max_batch, opts_.max_queue);
+    cached->name = name;
+    cached->metrics = opts_.metrics;
     return Entry{name, nullptr, cached, nullptr, manifest.family};
   };
   return get_or_load(name, &Entry::llm, /*accept_alias=*/true, load);

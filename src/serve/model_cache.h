@@ -12,6 +12,7 @@
 #include "pipeline/embed.h"
 #include "pipeline/llm.h"
 #include "pipeline/transcribe.h"
+#include "serve/metrics.h"
 #include "serve/request_queue.h"
 
 namespace xdna::serve {
@@ -21,6 +22,7 @@ struct ModelCacheOptions {
   uint64_t budget_bytes = 8ull << 30;  // resident models; least recently used evicted past it
   int max_queue = 16;                  // per model: requests that may wait (RequestQueue)
   int max_batch = 4;                   // per LLM: sequences decoded together
+  Metrics* metrics = nullptr;          // where generations are counted (the server's); may be null
 };
 
 struct CachedEmbeddingModel {
@@ -38,6 +40,8 @@ struct CachedEmbeddingModel {
 struct CachedLanguageModel {
   CachedLanguageModel(std::unique_ptr<LanguageModel> m, uint64_t bytes, int max_batch, int max_queue);
   ~CachedLanguageModel();
+  std::string name;             // its store name (metrics label)
+  Metrics* metrics = nullptr;   // generate() records each generation here when set
   std::unique_ptr<LanguageModel> model;
   uint64_t bytes = 0;  // its files in the store, plus the KV cache budget of its sequences
   // Up to max_batch generations run at once (their decode steps batched), a bounded line behind.

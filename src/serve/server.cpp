@@ -45,7 +45,8 @@ Server::Server(ServerOptions opts)
       store_(opts_.store_dir.empty() ? default_store_dir() : opts_.store_dir),
       models_(store_.root(), ModelCacheOptions{.budget_bytes = opts_.model_budget_bytes,
                                                .max_queue = opts_.max_queue,
-                                               .max_batch = opts_.max_batch}),
+                                               .max_batch = opts_.max_batch,
+                                               .metrics = &metrics_}),
       npu_(probe_npu()) {
   http_.set_default_headers({{"X-Npu-Backend", "host"}});
   // No request body is read past this (413 before it is read): the largest a front accepts, an

@@ -73,9 +73,9 @@ class Server {
 
   ServerOptions opts_;
   ModelStore store_;
+  Metrics metrics_;  // before models_, which points at it
   ModelCache models_;
   NpuInfo npu_;
-  Metrics metrics_;
   httplib::Server http_;
   int port_ = 0;
   std::atomic<bool> stop_requested_{false};
