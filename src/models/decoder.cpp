@@ -287,7 +287,50 @@ struct Builder : GraphBuilder {
   ValueId columns(ValueId x, int64_t start, int64_t end, const std::string& name) {
     return slice(x, 1, start, end, name);
   }
+  // x [rows, K] · wᵀ, at most kRowsPerMatmul rows per matmul: the host matmul streams w once for
+  // up to 4 rows (its GEMV, every row computed exactly as if alone) and switches to the blocked
+  // GEMM past that, whose rows differ from the GEMV's in the last bits. A batched decode step
+  // must give each sequence the logits it gets alone, so larger batches run in chunks of 4.
+  static constexpr int64_t kRowsPerMatmul = 4;
+  ValueId matmul_rows(ValueId x, int64_t rows, const Tensor& w, const Tensor& bias, const std::string& name) {
+    if (rows <= kRowsPerMatmul) return matmul(x, w, bias, name);
+    std::vector<ValueId> parts;
+    for (int64_t r = 0; r < rows; r += kRowsPerMatmul) {
+      const std::string part = name + ".rows" + std::to_string(r);
+      parts.push_back(matmul(slice(x, 0, r, std::min(rows, r + kRowsPerMatmul), part), w, bias, part + ".mm"));
+    }
+    OpAttrs cat;
+    cat.axis = 0;
+    return g.add(OpKind::Concat, parts, cat, name);
+  }
 };
+
+// The checks forward() and forward_batch() make before running `ids` on `state`: ids in the
+// vocabulary, room in the cache, a cache of this model's shape. `what` starts each message.
+void check_run(const DecoderSpec& s, const std::vector<int32_t>& ids, const DecoderState& state,
+               const std::string& what) {
+  const int64_t T = static_cast<int64_t>(ids.size()), pos = state.position;
+  for (int32_t id : ids)
+    if (id < 0 || id >= s.vocab_size)
+      throw std::invalid_argument(what + "token id " + std::to_string(id) + " outside the vocabulary [0, " +
+                                  std::to_string(s.vocab_size) + ")");
+  if (pos + T > state.context_length())
+    throw std::invalid_argument(what + std::to_string(pos) + " cached + " + std::to_string(T) +
+                                " new tokens = " + std::to_string(pos + T) +
+                                " exceeds the context length of " + std::to_string(state.context_length()));
+  if (state.cache.layers() != s.layers || state.cache.key_storage(0).dim(1) != s.kv_heads ||
+      state.cache.key_storage(0).dim(2) != s.head_dim)
+    throw std::invalid_argument(what + "the state's KV cache was not made for this model");
+  if (pos < 0 || pos > state.cache.length(0))
+    throw std::invalid_argument(what + "state position " + std::to_string(pos) + " is past the " +
+                                std::to_string(state.cache.length(0)) + " cached tokens");
+}
+
+// cap * tanh(logits / cap) in place; the op set has no tanh.
+void softcap_logits(Tensor& logits, float cap) {
+  float* p = logits.data<float>();
+  for (int64_t j = 0; j < logits.numel(); ++j) p[j] = cap * std::tanh(p[j] / cap);
+}
 
 }  // namespace
 
@@ -298,20 +341,7 @@ DecoderStep Decoder::forward(const std::vector<int32_t>& ids, DecoderState& stat
   const int64_t T = static_cast<int64_t>(ids.size()), pos = state.position;
   const int64_t D = s.head_dim, Hq = s.heads, Hkv = s.kv_heads;
   if (T == 0) throw std::invalid_argument("decoder: no tokens to run");
-  for (int32_t id : ids)
-    if (id < 0 || id >= s.vocab_size)
-      throw std::invalid_argument("decoder: token id " + std::to_string(id) + " outside the vocabulary [0, " +
-                                  std::to_string(s.vocab_size) + ")");
-  if (pos + T > state.context_length())
-    throw std::invalid_argument("decoder: " + std::to_string(pos) + " cached + " + std::to_string(T) +
-                                " new tokens = " + std::to_string(pos + T) +
-                                " exceeds the context length of " + std::to_string(state.context_length()));
-  if (state.cache.layers() != s.layers || state.cache.key_storage(0).dim(1) != Hkv ||
-      state.cache.key_storage(0).dim(2) != D)
-    throw std::invalid_argument("decoder: the state's KV cache was not made for this model");
-  if (pos < 0 || pos > state.cache.length(0))
-    throw std::invalid_argument("decoder: state position " + std::to_string(pos) + " is past the " +
-                                std::to_string(state.cache.length(0)) + " cached tokens");
+  check_run(s, ids, state, "decoder: ");
 
   Builder b;
   Graph& g = b.g;
@@ -406,12 +436,133 @@ DecoderStep Decoder::forward(const std::vector<int32_t>& ids, DecoderState& stat
   DecoderStep out;
   out.report = exec.run(g);
   out.logits = host::to_f32(g.get(logits));
-  if (s.final_softcap > 0.0f) {  // cap * tanh(logits / cap); the op set has no tanh
-    float* p = out.logits.data<float>();
-    for (int64_t j = 0; j < out.logits.numel(); ++j) p[j] = s.final_softcap * std::tanh(p[j] / s.final_softcap);
-  }
+  if (s.final_softcap > 0.0f) softcap_logits(out.logits, s.final_softcap);
   state.cache.set_length(pos + T);
   state.position = pos + T;
+  return out;
+}
+
+DecoderStep Decoder::forward_batch(const std::vector<int32_t>& ids, const std::vector<DecoderState*>& states,
+                                   std::vector<Backend*> backends) const {
+  const DecoderSpec& s = spec_;
+  const Impl& w = *impl_;
+  const int64_t B = static_cast<int64_t>(ids.size());
+  const int64_t D = s.head_dim, Hq = s.heads, Hkv = s.kv_heads;
+  if (B == 0) throw std::invalid_argument("decoder: no sequences to run");
+  if (states.size() != ids.size())
+    throw std::invalid_argument("decoder: " + std::to_string(B) + " token ids for " + std::to_string(states.size()) +
+                                " sequence states (one id per sequence)");
+  for (int64_t i = 0; i < B; ++i) {
+    const std::string what = "decoder: sequence " + std::to_string(i) + ": ";
+    if (!states[i]) throw std::invalid_argument(what + "no state");
+    for (int64_t j = 0; j < i; ++j)
+      if (states[j] == states[i])
+        throw std::invalid_argument(what + "the same state as sequence " + std::to_string(j) +
+                                    " (a sequence runs once per step)");
+    check_run(s, {ids[i]}, *states[i], what);
+  }
+
+  Builder b;
+  Graph& g = b.g;
+  ValueId x = g.add(OpKind::Embedding, {b.constant("token_embd", w.token_embd), g.input("ids", i32_tensor(ids))},
+                    {}, "embed");
+  if (s.embed_scale != 1.0f) {
+    OpAttrs a;
+    a.scale = s.embed_scale;
+    x = g.add(OpKind::Scale, {x}, a, "embed.scale");
+  }
+  const ValueId freq_global = b.constant("rope.inv_freq", w.inv_freq_global);
+  const ValueId freq_local = b.constant("rope.inv_freq_local", w.inv_freq_local);
+  OpAttrs rows_cat;
+  rows_cat.axis = 0;
+
+  for (int64_t i = 0; i < s.layers; ++i) {
+    const LayerWeights& lw = w.layers[i];
+    const std::string L = "L" + std::to_string(i) + ".";
+    const bool local = s.is_local(i);
+
+    // Row-wise work (norms, projections) over all B rows at once.
+    ValueId h = b.rms_norm(x, lw.attn_norm, s, L + "attn_norm");
+    ValueId q, k, v;
+    if (lw.qkv.defined()) {
+      const ValueId qkv = b.matmul_rows(h, B, lw.qkv, {}, L + "qkv");
+      q = b.columns(qkv, 0, Hq * D, L + "q");
+      k = b.columns(qkv, Hq * D, (Hq + Hkv) * D, L + "k");
+      v = b.columns(qkv, (Hq + Hkv) * D, (Hq + 2 * Hkv) * D, L + "v");
+    } else {
+      q = b.matmul_rows(h, B, lw.q, lw.bq, L + "q");
+      k = b.matmul_rows(h, B, lw.k, lw.bk, L + "k");
+      v = b.matmul_rows(h, B, lw.v, lw.bv, L + "v");
+    }
+    q = b.reshape(q, {B, Hq, D}, L + "q.heads");
+    k = b.reshape(k, {B, Hkv, D}, L + "k.heads");
+    v = b.reshape(v, {B, Hkv, D}, L + "v.heads");
+    if (s.qk_norm) {
+      q = b.rms_norm(q, lw.q_norm, s, L + "q_norm");
+      k = b.rms_norm(k, lw.k_norm, s, L + "k_norm");
+    }
+    // Position-dependent work per sequence: RoPE at its position, its own cache, its attention.
+    const ValueId freqs = local ? freq_local : freq_global;
+    std::vector<ValueId> outs;
+    for (int64_t r = 0; r < B; ++r) {
+      DecoderState& st = *states[r];
+      const std::string S = L + "s" + std::to_string(r) + ".";
+      const auto row = [&](ValueId src, const char* what) { return b.slice(src, 0, r, r + 1, S + what); };
+      OpAttrs rope;
+      rope.rope_layout = s.rope_layout == 0 ? RopeLayout::Interleaved : RopeLayout::HalfSplit;
+      rope.position = st.position;
+      const ValueId qr = g.add(OpKind::Rope, {row(q, "q"), freqs}, rope, S + "q.rope");
+      const ValueId kr = g.add(OpKind::Rope, {row(k, "k"), freqs}, rope, S + "k.rope");
+      OpAttrs kw;
+      kw.start = st.position;
+      const ValueId keys = g.add(OpKind::KvWrite, {b.constant(S + "cache.k", st.cache.key_storage(i)), kr}, kw,
+                                 S + "cache.k.write");
+      const ValueId values = g.add(OpKind::KvWrite, {b.constant(S + "cache.v", st.cache.value_storage(i)), row(v, "v")},
+                                   kw, S + "cache.v.write");
+      OpAttrs at;
+      at.causal = true;
+      at.q_offset = st.position;
+      at.window = local ? s.sliding_window : 0;
+      at.attn_scale = s.attn_scale;
+      const ValueId o = g.add(OpKind::Attention, {qr, keys, values}, at, S + "attention");
+      outs.push_back(b.reshape(o, {1, Hq * D}, S + "merge_heads"));
+    }
+    ValueId o = B > 1 ? g.add(OpKind::Concat, outs, rows_cat, L + "sequences") : outs[0];
+    o = b.matmul_rows(o, B, lw.o, {}, L + "o");
+    if (s.sandwich_norms) o = b.rms_norm(o, lw.post_attn_norm, s, L + "post_attn_norm");
+    x = g.add(OpKind::Add, {x, o}, {}, L + "attn_residual");
+
+    h = b.rms_norm(x, lw.ffn_norm, s, L + "ffn_norm");
+    ValueId gate, up;
+    if (lw.gate_up.defined()) {
+      const ValueId gu = b.matmul_rows(h, B, lw.gate_up, {}, L + "gate_up");
+      gate = b.columns(gu, 0, s.intermediate, L + "gate");
+      up = b.columns(gu, s.intermediate, 2 * s.intermediate, L + "up");
+    } else {
+      gate = b.matmul_rows(h, B, lw.gate, {}, L + "gate");
+      up = b.matmul_rows(h, B, lw.up, {}, L + "up");
+    }
+    gate = g.add(activation_op(s.act), {gate}, {}, L + "act");
+    ValueId m = g.add(OpKind::Mul, {gate, up}, {}, L + "gated");
+    m = b.matmul_rows(m, B, lw.down, {}, L + "down");
+    if (s.sandwich_norms) m = b.rms_norm(m, lw.post_ffn_norm, s, L + "post_ffn_norm");
+    x = g.add(OpKind::Add, {x, m}, {}, L + "ffn_residual");
+  }
+  x = b.rms_norm(x, w.final_norm, s, "final_norm");
+  const ValueId logits = b.matmul_rows(x, B, w.output, {}, "output");
+  g.mark_output(logits);
+
+  HostBackend host;
+  if (backends.empty()) backends.push_back(&host);
+  Executor exec(backends);
+  DecoderStep out;
+  out.report = exec.run(g);
+  out.logits = host::to_f32(g.get(logits));
+  if (s.final_softcap > 0.0f) softcap_logits(out.logits, s.final_softcap);
+  for (DecoderState* st : states) {
+    st->cache.set_length(st->position + 1);
+    st->position += 1;
+  }
   return out;
 }
 

@@ -51,6 +51,16 @@ class Decoder {
   DecoderStep forward(const std::vector<int32_t>& ids, DecoderState& state,
                       bool all_logits = false, std::vector<Backend*> backends = {}) const;
 
+  // One decode step of several sequences together (continuous batching): ids[i] runs at
+  // states[i]->position on states[i]'s cache, which then advances by one. The projections, MLP
+  // and head run as one matmul over the rows (at most 4 rows each, the host GEMV's limit, so
+  // every row is bit-identical to forward({ids[i]}, *states[i])); attention runs per sequence.
+  // Returns logits [n, vocab], row i for sequence i. Throws std::invalid_argument as forward()
+  // does (naming the sequence), and when ids and states differ in count, a state is null or given
+  // twice. On a throw no state has advanced.
+  DecoderStep forward_batch(const std::vector<int32_t>& ids, const std::vector<DecoderState*>& states,
+                            std::vector<Backend*> backends = {}) const;
+
  private:
   struct Impl;
   DecoderSpec spec_;

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,49 @@ std::string resolve_model_path(const std::string& path_or_name, const std::strin
 // (a rendered chat template usually does), then the text's ids with special-token text in it
 // ("<|im_start|>", "<bos>") parsed as those tokens.
 std::vector<int32_t> encode_prompt(const LanguageModel& model, const std::string& text);
+
+// One generation advanced a token at a time: the sampler, stop tokens and strings, UTF-8
+// hold-back, log-probs, max_tokens and the context end of generate(), with each decoder call
+// left to whoever drives it. generate() runs one alone (step() until it returns false); the
+// server's scheduler runs each prompt alone and the decode steps of many sequences together
+// (Decoder::forward_batch), handing each its row of logits (advance()).
+//
+//   GenerationStepper g(model, request, on_piece);
+//   while (g.step()) {}
+//   GenerateResult r = g.finish();
+class GenerationStepper {
+ public:
+  // Validates the request, throwing what generate() throws; allocates no KV cache yet.
+  GenerationStepper(const LanguageModel& model, const GenerateRequest& request,
+                    std::function<bool(const GeneratedPiece&)> on_piece = {});
+  ~GenerationStepper();
+  GenerationStepper(GenerationStepper&&) noexcept;
+  GenerationStepper& operator=(GenerationStepper&&) noexcept;
+
+  const GenerateRequest& request() const;
+  // What the next decoder call runs on state(): the prompt first, then the last sampled token.
+  const std::vector<int32_t>& next_input() const;
+  // The sequence's decoder state. The first call allocates the KV cache and starts the clock
+  // (prefill_ms runs from there to the first token). Throws std::logic_error once released.
+  DecoderState& state();
+  // Takes the logits of the decoder call on next_input() (the last row of [rows, vocab]: the
+  // next token), samples, and calls on_piece with the text that became final. Returns false when
+  // the generation has ended: a stop token or string, max_tokens, the context end, or on_piece
+  // returning false (finish_reason "stop"). `report` (where the step's ops ran) is appended to
+  // the result's. Throws std::logic_error when called after the end.
+  bool advance(std::span<const float> logits, const RunReport& report);
+  // Runs next_input() alone on the model's decoder (request.backends), then advance().
+  bool step();
+  bool done() const;
+  // Frees the KV cache now (a finished or cancelled sequence leaving a batch).
+  void release_state();
+  // The result, complete once done(); frees the KV cache. Call once.
+  GenerateResult finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Runs prefill then decode until a stop token, a stop string, max_tokens or the context end.
 // on_piece is called as text becomes final (a stop string's prefix is held back until it is

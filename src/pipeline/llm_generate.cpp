@@ -1,7 +1,9 @@
 // The generation loop shared by every interface: prefill, then decode one token at a time,
 // turning tokens into final text (UTF-8 complete, stop strings held back until decided).
+// GenerationStepper holds one generation's progress; generate() drives one alone.
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <span>
 #include <stdexcept>
 
@@ -79,8 +81,27 @@ void append_report(RunReport& all, const RunReport& step) {
 
 }  // namespace
 
-GenerateResult generate(const LanguageModel& model, const GenerateRequest& request,
-                        const std::function<bool(const GeneratedPiece&)>& on_piece) {
+struct GenerationStepper::Impl {
+  Impl(const LanguageModel& m, const GenerateRequest& r, std::function<bool(const GeneratedPiece&)> cb)
+      : model(m), request(r), on_piece(std::move(cb)), sampler(r.sampling), stream(r.stop),
+        history(r.prompt), input(r.prompt) {}
+  const LanguageModel& model;
+  GenerateRequest request;
+  std::function<bool(const GeneratedPiece&)> on_piece;
+  int64_t limit = 0;  // generated tokens stop here (max_tokens or the context end)
+  std::optional<DecoderState> state;
+  bool released = false, done = false;
+  Sampler sampler;
+  TextStream stream;
+  std::vector<int32_t> history;   // what the penalties count
+  std::vector<int32_t> text_ids;  // generated tokens that make text (no stop token)
+  std::vector<int32_t> input;     // the next decoder call's tokens
+  GenerateResult result;
+  std::chrono::steady_clock::time_point t0, t_decode;
+};
+
+GenerationStepper::GenerationStepper(const LanguageModel& model, const GenerateRequest& request,
+                                     std::function<bool(const GeneratedPiece&)> on_piece) {
   validate(request.sampling);
   const int64_t prompt_len = static_cast<int64_t>(request.prompt.size());
   const int64_t ctx = model.context_length();
@@ -96,61 +117,99 @@ GenerateResult generate(const LanguageModel& model, const GenerateRequest& reque
     if (request.prompt[i] < 0 || request.prompt[i] >= vocab)
       throw std::invalid_argument("prompt token " + std::to_string(i) + " (id " + std::to_string(request.prompt[i]) +
                                   ") is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-
+  impl_ = std::make_unique<Impl>(model, request, std::move(on_piece));
   // Generated tokens stop at max_tokens or where prompt + completion fill the context.
-  int64_t limit = ctx - prompt_len;
-  if (request.max_tokens > 0) limit = std::min(limit, request.max_tokens);
+  impl_->limit = ctx - prompt_len;
+  if (request.max_tokens > 0) impl_->limit = std::min(impl_->limit, request.max_tokens);
+  impl_->result.prompt_tokens = prompt_len;
+}
 
-  GenerateResult result;
-  result.prompt_tokens = prompt_len;
-  const Decoder& decoder = model.decoder();
-  const std::vector<int32_t>& stop_ids = model.stop_token_ids();
-  DecoderState state = decoder.new_state(ctx);
-  Sampler sampler(request.sampling);
-  TextStream stream(request.stop);
-  std::vector<int32_t> history = request.prompt;  // what the penalties count
-  std::vector<int32_t> text_ids;                  // generated tokens that make text (no stop token)
+GenerationStepper::~GenerationStepper() = default;
+GenerationStepper::GenerationStepper(GenerationStepper&&) noexcept = default;
+GenerationStepper& GenerationStepper::operator=(GenerationStepper&&) noexcept = default;
 
-  const auto t0 = std::chrono::steady_clock::now();
-  auto t_decode = t0;
-  DecoderStep step = decoder.forward(request.prompt, state, /*all_logits=*/false, request.backends);
-  append_report(result.report, step.report);
-  const auto emit = [&](const GeneratedPiece& p) { return !on_piece || on_piece(p); };
-  for (;;) {
-    const int64_t rows = step.logits.dim(0), width = step.logits.dim(1);  // the last row: the next token
-    const std::span<const float> logits(step.logits.data<float>() + (rows - 1) * width, static_cast<size_t>(width));
-    TokenChoice choice = sampler.sample(logits, history);
-    if (result.tokens.empty()) {  // the first token ends the prefill phase
-      result.prefill_ms = ms_since(t0);
-      t_decode = std::chrono::steady_clock::now();
-    }
-    result.tokens.push_back(choice.id);
-    history.push_back(choice.id);
-    const bool at_limit = static_cast<int64_t>(result.tokens.size()) >= limit;
+const GenerateRequest& GenerationStepper::request() const { return impl_->request; }
+const std::vector<int32_t>& GenerationStepper::next_input() const { return impl_->input; }
+bool GenerationStepper::done() const { return impl_->done; }
 
-    if (std::find(stop_ids.begin(), stop_ids.end(), choice.id) != stop_ids.end()) {
-      result.finish_reason = "stop";
-      std::string rest = stream.advance(model.tokenizer().decode(text_ids, true), /*flush=*/true);
-      if (!rest.empty()) emit({std::move(rest), TokenChoice{}});
-      break;
-    }
-    text_ids.push_back(choice.id);
-    if (request.logprobs) result.logprobs.push_back(choice);
-    GeneratedPiece piece{stream.advance(model.tokenizer().decode(text_ids, true), at_limit), choice};
-    if (at_limit && !stream.stopped()) result.finish_reason = "length";
-    if (stream.stopped()) result.finish_reason = "stop";
-    if (!emit(piece)) {
-      result.finish_reason = "stop";  // the caller cancelled
-      break;
-    }
-    if (!result.finish_reason.empty()) break;
-    step = decoder.forward({choice.id}, state, /*all_logits=*/false, request.backends);
-    append_report(result.report, step.report);
+DecoderState& GenerationStepper::state() {
+  Impl& g = *impl_;
+  if (g.released) throw std::logic_error("generation: the KV cache was already released");
+  if (!g.state) {
+    g.state = g.model.decoder().new_state(g.model.context_length());
+    g.t0 = std::chrono::steady_clock::now();
   }
-  result.decode_ms = ms_since(t_decode);
-  result.text = stream.text();
+  return *g.state;
+}
+
+void GenerationStepper::release_state() {
+  impl_->state.reset();
+  impl_->released = true;
+}
+
+bool GenerationStepper::step() {
+  const Impl& g = *impl_;
+  const DecoderStep s = g.model.decoder().forward(g.input, state(), /*all_logits=*/false, g.request.backends);
+  const int64_t rows = s.logits.dim(0), width = s.logits.dim(1);  // the last row: the next token
+  return advance(std::span<const float>(s.logits.data<float>() + (rows - 1) * width, static_cast<size_t>(width)),
+                 s.report);
+}
+
+bool GenerationStepper::advance(std::span<const float> logits, const RunReport& report) {
+  Impl& g = *impl_;
+  if (g.done) throw std::logic_error("generation: advance() after the end");
+  append_report(g.result.report, report);
+  GenerateResult& result = g.result;
+  const auto emit = [&](const GeneratedPiece& p) { return !g.on_piece || g.on_piece(p); };
+  TokenChoice choice = g.sampler.sample(logits, g.history);
+  if (result.tokens.empty()) {  // the first token ends the prefill phase
+    result.prefill_ms = ms_since(g.t0);
+    g.t_decode = std::chrono::steady_clock::now();
+  }
+  result.tokens.push_back(choice.id);
+  g.history.push_back(choice.id);
+  const bool at_limit = static_cast<int64_t>(result.tokens.size()) >= g.limit;
+  g.done = true;  // until the token turns out to continue the generation
+
+  const std::vector<int32_t>& stop_ids = g.model.stop_token_ids();
+  if (std::find(stop_ids.begin(), stop_ids.end(), choice.id) != stop_ids.end()) {
+    result.finish_reason = "stop";
+    std::string rest = g.stream.advance(g.model.tokenizer().decode(g.text_ids, true), /*flush=*/true);
+    if (!rest.empty()) emit({std::move(rest), TokenChoice{}});
+    return false;
+  }
+  g.text_ids.push_back(choice.id);
+  if (g.request.logprobs) result.logprobs.push_back(choice);
+  const int32_t id = choice.id;
+  GeneratedPiece piece{g.stream.advance(g.model.tokenizer().decode(g.text_ids, true), at_limit), std::move(choice)};
+  if (at_limit && !g.stream.stopped()) result.finish_reason = "length";
+  if (g.stream.stopped()) result.finish_reason = "stop";
+  if (!emit(piece)) {
+    result.finish_reason = "stop";  // the caller cancelled
+    return false;
+  }
+  if (!result.finish_reason.empty()) return false;
+  g.input.assign(1, id);
+  g.done = false;
+  return true;
+}
+
+GenerateResult GenerationStepper::finish() {
+  Impl& g = *impl_;
+  GenerateResult result = std::move(g.result);
+  if (!result.tokens.empty()) result.decode_ms = ms_since(g.t_decode);
+  result.text = g.stream.text();
   result.completion_tokens = static_cast<int64_t>(result.tokens.size());
+  release_state();
   return result;
+}
+
+GenerateResult generate(const LanguageModel& model, const GenerateRequest& request,
+                        const std::function<bool(const GeneratedPiece&)>& on_piece) {
+  GenerationStepper g(model, request, on_piece);
+  while (g.step()) {
+  }
+  return g.finish();
 }
 
 }  // namespace xdna
