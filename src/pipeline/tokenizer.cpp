@@ -3,6 +3,8 @@
 #include "pipeline/tokenizer.h"
 
 #include <algorithm>
+#include <limits>
+#include <type_traits>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -25,10 +27,25 @@ static const json& field(const json& j, const char* name, const char* where) {
   return j.at(name);
 }
 
+// An integer of type T: JSON integers only, in T's range (nlohmann's get<int>() of 1e300 is an
+// undefined float conversion and of 2^40 a silent truncation).
+template <class T>
+static T int_value(const json& v, const std::string& what) {
+  if (!v.is_number_integer()) fail("unexpected value: " + what + " must be an integer, not " + v.dump());
+  const bool fits = v.is_number_unsigned()
+                        ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                        : v.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                              (v.get<int64_t>() < 0 || static_cast<uint64_t>(v.get<int64_t>()) <=
+                                                           static_cast<uint64_t>(std::numeric_limits<T>::max()));
+  if (!fits) fail("unexpected value: " + what + " " + v.dump() + " is out of range");
+  return v.is_number_unsigned() ? static_cast<T>(v.get<uint64_t>()) : static_cast<T>(v.get<int64_t>());
+}
+
 template <class T>
 static T get_or(const json& j, const char* name, T fallback) {
   if (!j.is_object() || !j.contains(name) || j.at(name).is_null()) return fallback;
-  return j.at(name).get<T>();
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return int_value<T>(j.at(name), name);
+  else return j.at(name).get<T>();
 }
 
 static std::u32string u32(const std::string& s) { return utf8_to_u32(s); }
@@ -183,7 +200,7 @@ static void parse_model(const json& j, Model& m) {
   if (type == "WordPiece" || type == "BPE") {
     if (!vocab.is_object()) fail(type + " model: 'vocab' must be an object {token: id}");
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      int64_t id = it.value().get<int64_t>();
+      int64_t id = int_value<int64_t>(it.value(), type + " model: the id of token '" + it.key() + "'");
       if (id < 0 || id > (1 << 30)) fail(type + " model: bad id for token '" + it.key() + "'");
       m.vocab[it.key()] = static_cast<int32_t>(id);
     }
@@ -242,7 +259,7 @@ static void parse_model(const json& j, Model& m) {
       m.scores.push_back(e[1].get<double>());
     }
     if (j.contains("unk_id") && !j["unk_id"].is_null()) {
-      int64_t u = j["unk_id"].get<int64_t>();
+      int64_t u = int_value<int64_t>(j["unk_id"], "Unigram model: unk_id");
       if (u < 0 || u >= id) fail("Unigram model: unk_id " + std::to_string(u) + " is outside the vocab");
       m.unk_id = static_cast<int32_t>(u);
     }
@@ -271,8 +288,8 @@ static std::vector<TemplateItem> parse_post_processor(const json& j) {
       }
     }
   } else if (type == "BertProcessing" || type == "RobertaProcessing") {
-    int32_t cls = field(j, "cls", type.c_str()).at(1).get<int32_t>();
-    int32_t sep = field(j, "sep", type.c_str()).at(1).get<int32_t>();
+    int32_t cls = int_value<int32_t>(field(j, "cls", type.c_str()).at(1), type + ": the cls id");
+    int32_t sep = int_value<int32_t>(field(j, "sep", type.c_str()).at(1), type + ": the sep id");
     t = {{false, {cls}, 0}, {true, {}, 0}, {false, {sep}, 0}};
   } else if (type == "ByteLevel") {
     // only adjusts offsets
@@ -342,7 +359,7 @@ Tokenizer Tokenizer::from_json(std::string_view text) {
       AddedToken tok;
       std::string content = field(a, "content", "added token").get<std::string>();
       if (content.empty()) continue;
-      tok.id = field(a, "id", "added token").get<int32_t>();
+      tok.id = int_value<int32_t>(field(a, "id", "added token"), "added token '" + content + "': id");
       tok.single_word = get_or(a, "single_word", false);
       tok.lstrip = get_or(a, "lstrip", false);
       tok.rstrip = get_or(a, "rstrip", false);

@@ -205,14 +205,18 @@ void GgufFile::parse() {
       c.fail(std::to_string(n_dims) + " dimensions (at most " + std::to_string(kMaxDims) + ")");
     Shape ne(n_dims);
     int64_t numel = 1;
+    // The product with zero dimensions taken as 1, in bytes (<= 9 per value) too: a tensor with
+    // no elements must not hide a dimension whose strides or row bytes overflow int64
+    // (Tensor::view computes both).
+    uint64_t span = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t n = c.read<uint64_t>("dimension");
       if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-          (n && static_cast<uint64_t>(numel) > static_cast<uint64_t>(
-                                                   std::numeric_limits<int64_t>::max()) / n))
+          span > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / 9 / std::max<uint64_t>(n, 1))
         c.fail("dimensions overflow a 64-bit element count");
       ne[d] = static_cast<int64_t>(n);
       numel *= ne[d];
+      span *= std::max<uint64_t>(n, 1);
     }
     const uint32_t type = c.read<uint32_t>("ggml type");
     const GgmlTypeInfo* gt = ggml_type_info(type);

@@ -124,11 +124,15 @@ void SafetensorsFile::parse(std::shared_ptr<Buffer> buf, const std::string& file
 
     Shape shape;
     uint64_t numel = 1;
+    // The product with zero dimensions taken as 1: a tensor with no elements must not hide
+    // dimensions whose strides overflow (Tensor::view computes them in int64).
+    uint64_t span = 1;
     for (const json& dim : v["shape"]) {
       const uint64_t n = json_uint(dim, file, name, "shape");
-      if (n > (1ull << 48) || (n && numel > std::numeric_limits<uint64_t>::max() / 8 / n))
+      if (n > (1ull << 48) || span > std::numeric_limits<uint64_t>::max() / 8 / std::max<uint64_t>(n, 1))
         fail_tensor(file, name, "shape " + v["shape"].dump() + " is absurdly large");
       numel *= n;
+      span *= std::max<uint64_t>(n, 1);
       shape.push_back(static_cast<int64_t>(n));
     }
     const uint64_t begin = json_uint(v["data_offsets"][0], file, name, "data_offsets");

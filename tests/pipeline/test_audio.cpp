@@ -181,6 +181,17 @@ TEST(Audio, BadInputGivesClearErrors) {
   expect_error([] { load_audio(kDir.string()); }, {"directory"});
 }
 
+// Found by tests/fuzz/fuzz_audio: a WAV header claiming 1 Hz made 200 bytes resample to 3.2 M
+// samples (a 25 MB upload would have been terabytes). Such rates are refused.
+TEST(Audio, AbsurdlyLowSampleRateIsRefused) {
+  std::string wav = read_bytes(kDir / "speech16k.wav").substr(0, 44 + 400);
+  const uint32_t rate = 1, byte_rate = 2, data_bytes = 400;
+  std::memcpy(wav.data() + 24, &rate, 4);
+  std::memcpy(wav.data() + 28, &byte_rate, 4);
+  std::memcpy(wav.data() + 40, &data_bytes, 4);
+  expect_error([&] { decode_audio(wav, 16000, "slow.wav"); }, {"slow.wav", "sample rate 1 Hz is too low"});
+}
+
 TEST(Audio, HeaderOnlyWavHasNoSamples) {
   const std::string wav = read_bytes(kDir / "speech16k.wav");
   std::string header = wav.substr(0, 44);

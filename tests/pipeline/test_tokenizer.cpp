@@ -202,6 +202,16 @@ TEST(Tokenizer, MalformedFilesNameTheProblem) {
   EXPECT_NE(error_of(R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}, "pre_tokenizer": {"type": "Split",
             "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"}})").find("bad regex"),
             std::string::npos);
+  // Found by tests/fuzz/fuzz_tokenizer: an id given as a float out of int64's range was converted
+  // (undefined behaviour), one beyond int32 silently truncated; both are refused now.
+  EXPECT_NE(error_of(R"({"model": {"type": "WordPiece", "vocab": {"a": 7.7e122}}})").find("must be an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"model": {"type": "Unigram", "vocab": [["a", -1.0]], "unk_id": -1e300}})").find("unk_id"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}, "added_tokens": [{"id": 4294967296,
+            "content": "<x>"}]})").find("out of range"), std::string::npos);
+  EXPECT_NE(error_of(R"({"model": {"type": "WordPiece", "vocab": {"a": 0}, "max_input_chars_per_word": 1e30}})")
+                .find("must be an integer"), std::string::npos);
   try {
     Tokenizer::from_file(kDir + "does-not-exist.json");
     ADD_FAILURE() << "no exception";

@@ -296,6 +296,18 @@ TEST(Gguf, BadTensorInfosNameTheTensor) {
   expect_has(err({}, align64), "alignment must be u32");
 }
 
+// Found by tests/fuzz/fuzz_gguf: a tensor with a zero dimension has no elements, so the element
+// count did not overflow, but get() computed the 2^62-value row's bytes in int64 (UB).
+TEST(Gguf, ZeroSizeTensorCannotHideAnOverflowingDimension) {
+  expect_has(open_error(gguf_bytes(Kv{}, {{"e", {uint64_t{1} << 62, 0}, 0, Bytes{}}})), "overflow");
+  expect_has(open_error(gguf_bytes(Kv{}, {{"e", {0, uint64_t{1} << 40, uint64_t{1} << 40}, 0, Bytes{}}})), "overflow");
+  // A zero-size tensor of sane dimensions is still a valid (empty) view.
+  GgufFile f(buf(gguf_bytes(Kv{}, {{"e", {4, 0}, 0, Bytes{}}})), "empty.gguf");
+  const Tensor t = f.get("e");
+  EXPECT_EQ(t.shape(), (Shape{0, 4}));
+  EXPECT_EQ(t.numel(), 0);
+}
+
 TEST(Gguf, UnsupportedTypeFailsOnGetNamingTensorAndType) {
   Bytes q41(20, 0);  // one q4_1 block
   GgufFile f(buf(gguf_bytes(Kv{}, {{"blk.0.w", {32}, 3, q41}})), "m.gguf");

@@ -106,6 +106,19 @@ TEST(Safetensors, MalformedHeadersNameTheProblem) {
   has(open_error({{"layer.7.w", entry("F32", {2, 3}, 0, 20)}}, d), "tensor 'layer.7.w'");
 }
 
+// Found by tests/fuzz/fuzz_safetensors: a zero dimension made the element count 0, so the other
+// dimensions (each up to 2^48) were unchecked and get()'s int64 strides overflowed (UB).
+TEST(Safetensors, ZeroSizeTensorCannotHideOverflowingStrides) {
+  const Bytes d(8, 0);
+  const std::string m = open_error({{"t", entry("F32", {0, 1ll << 48, 1ll << 48, 1ll << 48}, 0, 0)}}, d);
+  EXPECT_NE(m.find("absurdly large"), std::string::npos) << m;
+  // A zero-size tensor of sane dimensions is still a valid (empty) view.
+  SafetensorsFile f(buf(safetensors_bytes({{"t", entry("F32", {0, 4}, 0, 0)}}, d)), "empty.st");
+  const Tensor t = f.get("t");
+  EXPECT_EQ(t.shape(), (Shape{0, 4}));
+  EXPECT_EQ(t.numel(), 0);
+}
+
 TEST(Safetensors, UnsupportedDtypeFailsOnGet) {
   Bytes d(16, 0);
   SafetensorsFile f(buf(safetensors_bytes({{"pos", entry("I64", {2}, 0, 16)}}, d)), "x.st");
