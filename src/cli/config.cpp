@@ -56,9 +56,10 @@ Config parse_config(const std::string& text, const std::string& origin) {
     else if (key == "store") c.store = get_string(v, key, origin);
     else if (key == "host") c.host = get_string(v, key, origin);
     else if (key == "python") c.python = get_string(v, key, origin);
+    else if (key == "api_key") c.api_key = get_string(v, key, origin);
     else
       throw std::runtime_error(origin + ": unknown key \"" + key +
-                               "\" (known: threads, store, host, port, python)");
+                               "\" (known: threads, store, host, port, python, api_key)");
   }
   return c;
 }

@@ -1,5 +1,5 @@
 // The optional JSON config file: defaults for flags (`threads`, `store`, `host`, `port`,
-// `python`). Looked up at --config PATH, else $XDG_CONFIG_HOME/xdna-engine/config.json
+// `python`, `api_key`). Looked up at --config PATH, else $XDG_CONFIG_HOME/xdna-engine/config.json
 // (~/.config/... without XDG_CONFIG_HOME). Flags always override it. Unknown keys and wrong
 // types are errors, so a typo never silently does nothing.
 #pragma once
@@ -14,6 +14,7 @@ struct Config {
   std::optional<std::string> host;    // `npu serve` bind address
   std::optional<int> port;            // `npu serve` port
   std::optional<std::string> python;  // interpreter used by `npu model pull` (default python3)
+  std::optional<std::string> api_key; // `npu serve --api-key` (keep the file private: chmod 600)
   std::string path;                   // the file it came from; empty when none was read
 };
 
