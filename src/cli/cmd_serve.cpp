@@ -70,7 +70,7 @@ void add_serve_command(CLI::App& app) {
     opts.host = !o->host.empty() ? o->host : cfg.host.value_or("127.0.0.1");
     opts.port = o->port >= 0 ? o->port : cfg.port.value_or(11435);
     opts.store_dir = resolve_store(o->store);
-    opts.api_key = o->api_key;
+    opts.api_key = !o->api_key.empty() ? o->api_key : cfg.api_key.value_or("");
     try {
       if (!o->max_memory.empty()) opts.model_budget_bytes = parse_byte_size(o->max_memory);
       if (!o->max_body.empty()) opts.max_body_bytes = parse_byte_size(o->max_body);
@@ -86,7 +86,13 @@ void add_serve_command(CLI::App& app) {
     serve::Server server(opts);
     serve::add_all_routes(server);
     for (const std::string& name : opts.preload) {
-      if (!server.models().load(name))
+      bool found = false;
+      try {
+        found = server.models().load(name);
+      } catch (const std::exception& e) {  // too large for --max-memory, or unreadable files
+        throw std::runtime_error("npu serve: --preload " + name + ": " + e.what());
+      }
+      if (!found)
         throw std::runtime_error("npu serve: --preload " + name + ": no such model in the store " +
                                  server.store().root() + " (`npu model ls` lists it, `npu model pull` adds to it)");
       std::printf("npu serve: preloaded %s\n", name.c_str());

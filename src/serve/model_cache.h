@@ -1,6 +1,10 @@
 // Models the server has loaded: each is loaded from the store on first use and then stays
-// resident, up to a memory budget; past it the least recently used models are dropped (a request
-// still running on a dropped model keeps it alive through its shared_ptr). Thread-safe.
+// resident, up to a memory budget. Before a load the cache estimates what the model will take (an
+// upper bound: its files, which are mapped, plus for an LLM the KV caches of max_batch sequences)
+// and evicts least recently used idle models until that fits; a model too large for the whole
+// budget is refused (ModelTooLarge) before anything of it is allocated. A request still running on
+// an evicted model keeps it alive through its shared_ptr, and it is counted until it finishes.
+// Thread-safe.
 #pragma once
 #include <cstdint>
 #include <list>
@@ -43,7 +47,9 @@ struct CachedLanguageModel {
   std::string name;             // its store name (metrics label)
   Metrics* metrics = nullptr;   // generate() records each generation here when set
   std::unique_ptr<LanguageModel> model;
-  uint64_t bytes = 0;  // its files in the store, plus the KV cache budget of its sequences
+  // Its files in the store plus the KV caches of max_batch sequences at the context it was loaded
+  // with (Decoder::kv_cache_bytes): each running generation preallocates one.
+  uint64_t bytes = 0;
   // Up to max_batch generations run at once (their decode steps batched), a bounded line behind.
   RequestQueue queue;
   // Runs one generation, holding a Turn of `queue`, sharing decode steps with the model's other
@@ -51,6 +57,13 @@ struct CachedLanguageModel {
   // on_piece returning false cancels it and frees its KV cache at once.
   GenerateResult generate(const GenerateRequest& request,
                           const std::function<bool(const GeneratedPiece&)>& on_piece = {});
+  // What the scheduler has done (tests, /metrics): sequences holding a KV cache now, prompts
+  // prefilled, batched decode steps and their rows (rows / steps = the mean batch size).
+  struct SchedulerStats {
+    int live_sequences = 0;
+    int64_t prefills = 0, decode_steps = 0, decode_rows = 0;
+  };
+  SchedulerStats scheduler_stats() const;
 
  private:
   struct Scheduler;  // serve/llm_scheduler.cpp
@@ -81,6 +94,12 @@ struct ModelTooLarge : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The model fits the budget, but not beside the models that are running requests now (those
+// cannot be evicted): retry when they finish. A QueueFull, so fronts answer 429 with Retry-After.
+struct MemoryBusy : QueueFull {
+  using QueueFull::QueueFull;
+};
+
 class ModelCache {
  public:
   static constexpr uint64_t kDefaultBudgetBytes = 8ull << 30;
@@ -91,6 +110,8 @@ class ModelCache {
   // The model named `name` in the store, loading it when not resident. nullptr when the store has
   // no such model (or the name is not a valid store name); throws std::runtime_error when the
   // model is there but cannot be loaded, std::invalid_argument when it is not an embedding model.
+  // Every get_* throws ModelTooLarge when the model cannot fit the budget at all, MemoryBusy when
+  // it cannot fit beside the models running requests now.
   std::shared_ptr<CachedEmbeddingModel> get_embedding(const std::string& name);
   // The same for an LLM (the decoder families: llama, qwen3, gemma3 ...); std::invalid_argument
   // when the model is an embedding or speech model.
@@ -102,12 +123,16 @@ class ModelCache {
   // is const: callers serialise runs themselves (each already uses every core).
   std::shared_ptr<CachedAsrModel> get_asr(const std::string& name);
   // Any model in the store by its kind (the manifest's family): for --preload and `npu model
-  // load`. Returns false when the store has no such model.
+  // load`. Returns false when the store has no such model (or the name is not a store name);
+  // throws ModelTooLarge, or std::runtime_error when its files cannot be loaded.
   bool load(const std::string& name);
 
   // Resident models, most recently used first, and their total size.
   std::vector<std::string> resident() const;
   uint64_t resident_bytes() const;
+  // resident_bytes() plus evicted models still running or waiting on requests: what the budget is
+  // checked against.
+  uint64_t live_bytes() const;
   std::vector<ResidentModel> resident_info() const;
   const ModelCacheOptions& options() const { return opts_; }
 
@@ -120,8 +145,19 @@ class ModelCache {
     std::string family;
     double loaded_unix_s = 0, last_used_unix_s = 0;
     uint64_t bytes() const { return model ? model->bytes : llm ? llm->bytes : asr->bytes; }
+    const RequestQueue& queue() const { return model ? model->queue : llm ? llm->queue : asr->queue; }
+    bool busy() const { return queue().running() + queue().waiting() > 0; }
   };
-  void evict_over_budget();  // with mu_ held; keeps the most recent entry whatever its size
+  // An evicted model, counted while requests still hold it (weak: it frees when they finish).
+  struct Evicted {
+    std::weak_ptr<const RequestQueue> queue;  // aliases the model: expired once it is freed
+    uint64_t bytes = 0;
+  };
+  // Before a load allocates anything: throws ModelTooLarge when `need` bytes (made of `parts`, for
+  // the message) exceed the budget, else evicts idle models, least recently used first, until they
+  // fit beside the live ones; throws MemoryBusy when models running requests leave too little.
+  void reserve(const std::string& name, uint64_t need, const std::string& parts, bool llm);
+  uint64_t live_bytes_locked() const;
   // What the get_* share: the resident lookup, the load under load_mu_, the LRU insert (model_cache.cpp).
   template <class T, class Load>
   std::shared_ptr<T> get_or_load(const std::string& name, std::shared_ptr<T> Entry::*slot, bool accept_alias,
@@ -129,9 +165,10 @@ class ModelCache {
 
   std::string root_;
   ModelCacheOptions opts_;
-  mutable std::mutex mu_;  // guards lru_
+  mutable std::mutex mu_;  // guards lru_ and evicted_
   std::mutex load_mu_;     // one load at a time, so two first requests do not load twice
   std::list<Entry> lru_;   // most recent first
+  std::vector<Evicted> evicted_;
   LoadOptions llm_options_{.context_length = 0, .memory_budget_bytes = 1ull << 30};
 };
 

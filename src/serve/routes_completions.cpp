@@ -7,6 +7,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "serve/openai_requests.h"
 #include "serve/server.h"
 
 namespace xdna::serve {
@@ -14,197 +15,6 @@ namespace xdna::serve {
 using nlohmann::json;
 
 namespace {
-
-constexpr size_t kMaxStops = 4;  // OpenAI's limit
-
-struct ApiError : std::runtime_error {
-  ApiError(int status, const std::string& message, std::string code, std::string param = "")
-      : std::runtime_error(message), status(status), code(std::move(code)), param(std::move(param)) {}
-  int status;
-  std::string code, param;
-};
-
-struct CompletionRequest {
-  bool chat = false;
-  std::string model;
-  json messages;                    // chat: [{"role", "content"}], content flattened to a string
-  std::string prompt;               // completions: the prompt text ...
-  std::vector<int32_t> prompt_ids;  // ... or its token ids
-  bool prompt_is_ids = false;
-  int64_t max_tokens = 0;           // 0 = until the context is full
-  SamplingParams sampling;
-  std::vector<std::string> stop;
-  bool logprobs = false;
-  bool stream = false, include_usage = false;
-};
-
-bool present(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
-
-double number_field(const json& j, const char* key, double lo, double hi) {
-  const json& v = j[key];
-  if (!v.is_number())
-    throw ApiError(400, std::string(key) + " must be a number, not " + v.dump(), "invalid_type", key);
-  const double x = v.get<double>();
-  if (!(x >= lo && x <= hi))
-    throw ApiError(400, std::string(key) + " must be in [" + json(lo).dump() + ", " + json(hi).dump() + "], not " +
-                            v.dump(), "invalid_value", key);
-  return x;
-}
-
-int64_t int_field(const json& j, const char* key, int64_t lo, int64_t hi) {
-  const json& v = j[key];
-  if (!v.is_number_integer())
-    throw ApiError(400, std::string(key) + " must be an integer, not " + v.dump(), "invalid_type", key);
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
-    throw ApiError(400, std::string(key) + " must be at most " + std::to_string(hi) + ", not " + v.dump(),
-                   "invalid_value", key);
-  const int64_t x = v.get<int64_t>();
-  if (x < lo || x > hi)
-    throw ApiError(400, std::string(key) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                            "], not " + v.dump(), "invalid_value", key);
-  return x;
-}
-
-bool bool_field(const json& j, const char* key) {
-  if (!j[key].is_boolean()) throw ApiError(400, std::string(key) + " must be true or false, not " + j[key].dump(),
-                                           "invalid_type", key);
-  return j[key].get<bool>();
-}
-
-// content: a string, or an array of parts of which only {"type": "text", "text": ...} is supported.
-std::string message_content(const json& c, const std::string& where) {
-  if (c.is_null()) return "";
-  if (c.is_string()) return c.get<std::string>();
-  if (!c.is_array()) throw ApiError(400, where + " must be a string or an array of content parts", "invalid_type", "messages");
-  std::string text;
-  for (size_t k = 0; k < c.size(); ++k) {
-    const std::string part = where + "[" + std::to_string(k) + "]";
-    if (!c[k].is_object() || c[k].value("type", std::string()) != "text" || !c[k].contains("text") ||
-        !c[k]["text"].is_string())
-      throw ApiError(400, part + ": only text parts ({\"type\": \"text\", \"text\": ...}) are supported",
-                     "unsupported_value", "messages");
-    text += c[k]["text"].get<std::string>();
-  }
-  return text;
-}
-
-json parse_messages(const json& j) {
-  if (!present(j, "messages")) throw ApiError(400, "messages is required", "missing_required_parameter", "messages");
-  const json& ms = j["messages"];
-  if (!ms.is_array() || ms.empty())
-    throw ApiError(400, "messages must be a non-empty array of {\"role\", \"content\"} objects", "invalid_value", "messages");
-  json out = json::array();
-  for (size_t i = 0; i < ms.size(); ++i) {
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!ms[i].is_object() || !ms[i].contains("role") || !ms[i]["role"].is_string())
-      throw ApiError(400, where + " must be an object with a string role", "invalid_value", "messages");
-    std::string role = ms[i]["role"];
-    if (role == "developer") role = "system";  // OpenAI's newer name for the system message
-    out.push_back({{"role", role}, {"content", message_content(ms[i].value("content", json()), where + ".content")}});
-  }
-  return out;
-}
-
-// prompt: a string or a token-id array; a list holding exactly one of those is accepted too.
-void parse_prompt(const json& j, CompletionRequest& r) {
-  if (!present(j, "prompt")) throw ApiError(400, "prompt is required", "missing_required_parameter", "prompt");
-  json p = j["prompt"];
-  if (p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array())) p = json(p[0]);
-  if (p.is_string()) {
-    r.prompt = p.get<std::string>();
-    return;
-  }
-  if (p.is_array() && !p.empty() && std::all_of(p.begin(), p.end(), [](const json& x) { return x.is_number_integer(); })) {
-    r.prompt_is_ids = true;
-    for (const json& x : p) {
-      const int64_t id = x.is_number_unsigned() && x.get<uint64_t>() > INT32_MAX ? INT64_MAX : x.get<int64_t>();
-      r.prompt_ids.push_back(id < INT32_MIN || id > INT32_MAX ? -1 : static_cast<int32_t>(id));
-    }
-    return;
-  }
-  if (p.is_array() && p.size() > 1 && (p[0].is_string() || p[0].is_array()))
-    throw ApiError(400, "prompt holds " + std::to_string(p.size()) + " prompts; this server takes one per request",
-                   "unsupported_value", "prompt");
-  throw ApiError(400, "prompt must be a string or a non-empty array of token ids", "invalid_type", "prompt");
-}
-
-CompletionRequest parse_request(const std::string& body, bool chat) {
-  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw ApiError(400, "the request body is not valid JSON", "invalid_json");
-  if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object", "invalid_json");
-  CompletionRequest r;
-  r.chat = chat;
-  if (!present(j, "model") || !j["model"].is_string() || j["model"].get_ref<const std::string&>().empty())
-    throw ApiError(400, "model is required: the name of a model in the store (GET /v1/models)",
-                   "missing_required_parameter", "model");
-  r.model = j["model"];
-  if (chat) r.messages = parse_messages(j);
-  else parse_prompt(j, r);
-
-  if (present(j, "n") && int_field(j, "n", INT64_MIN, INT64_MAX) != 1)
-    throw ApiError(400, "n = " + j["n"].dump() + " is not supported: this server returns one choice (n = 1)",
-                   "unsupported_value", "n");
-  if (!chat && present(j, "best_of") && int_field(j, "best_of", INT64_MIN, INT64_MAX) != 1)
-    throw ApiError(400, "best_of = " + j["best_of"].dump() + " is not supported (only 1)", "unsupported_value", "best_of");
-  if (!chat && present(j, "echo") && bool_field(j, "echo"))
-    throw ApiError(400, "echo = true is not supported", "unsupported_value", "echo");
-  if (!chat) r.max_tokens = 16;  // OpenAI's default for /v1/completions; chat: until the context is full
-  for (const char* key : {"max_tokens", "max_completion_tokens"})
-    if (present(j, key)) r.max_tokens = int_field(j, key, 1, INT64_MAX);
-
-  SamplingParams& s = r.sampling;
-  if (present(j, "temperature")) s.temperature = static_cast<float>(number_field(j, "temperature", 0, 2));
-  if (present(j, "top_p")) s.top_p = static_cast<float>(number_field(j, "top_p", 0, 1));
-  if (present(j, "top_k")) s.top_k = static_cast<int32_t>(int_field(j, "top_k", 0, INT32_MAX));
-  if (present(j, "min_p")) s.min_p = static_cast<float>(number_field(j, "min_p", 0, 1));
-  if (present(j, "presence_penalty")) s.presence_penalty = static_cast<float>(number_field(j, "presence_penalty", -2, 2));
-  if (present(j, "frequency_penalty")) s.frequency_penalty = static_cast<float>(number_field(j, "frequency_penalty", -2, 2));
-  if (present(j, "repetition_penalty"))
-    s.repetition_penalty = static_cast<float>(number_field(j, "repetition_penalty", 1e-3, 100));
-  if (present(j, "seed")) s.seed = static_cast<uint64_t>(int_field(j, "seed", INT64_MIN, INT64_MAX));
-  else s.seed = std::random_device{}();
-
-  if (present(j, "stop")) {
-    const json& st = j["stop"];
-    if (st.is_string()) r.stop.push_back(st);
-    else if (st.is_array() && st.size() <= kMaxStops && std::all_of(st.begin(), st.end(), [](const json& x) { return x.is_string(); }))
-      for (const json& x : st) r.stop.push_back(x);
-    else
-      throw ApiError(400, "stop must be a string or an array of at most " + std::to_string(kMaxStops) + " strings",
-                     "invalid_value", "stop");
-    for (const std::string& x : r.stop)
-      if (x.empty()) throw ApiError(400, "stop strings must not be empty", "invalid_value", "stop");
-  }
-
-  if (chat) {  // logprobs: bool; top_logprobs: 0..20 alternatives
-    if (present(j, "logprobs")) r.logprobs = bool_field(j, "logprobs");
-    if (present(j, "top_logprobs")) {
-      s.top_logprobs = static_cast<int32_t>(int_field(j, "top_logprobs", 0, 20));
-      if (!r.logprobs) throw ApiError(400, "top_logprobs needs logprobs: true", "invalid_value", "top_logprobs");
-    }
-  } else if (present(j, "logprobs")) {  // completions: the number of alternatives, 0..5
-    s.top_logprobs = static_cast<int32_t>(int_field(j, "logprobs", 0, 5));
-    r.logprobs = true;
-  }
-
-  if (present(j, "stream")) r.stream = bool_field(j, "stream");
-  if (present(j, "stream_options")) {
-    const json& so = j["stream_options"];
-    if (!so.is_object()) throw ApiError(400, "stream_options must be an object", "invalid_type", "stream_options");
-    if (!r.stream) throw ApiError(400, "stream_options needs stream: true", "invalid_value", "stream_options");
-    if (present(so, "include_usage")) {
-      if (!so["include_usage"].is_boolean())
-        throw ApiError(400, "stream_options.include_usage must be true or false", "invalid_type", "stream_options");
-      r.include_usage = so["include_usage"].get<bool>();
-    }
-  }
-  try {
-    validate(s);
-  } catch (const std::invalid_argument& e) {
-    throw ApiError(400, e.what(), "invalid_value");
-  }
-  return r;  // user, response_format and fields this server does not know are ignored
-}
 
 std::string new_id(const char* prefix) {
   static std::mt19937_64 rng{std::random_device{}()};
@@ -330,6 +140,12 @@ json final_choice(const CompletionRequest& r, const LanguageModel& lm, const Gen
 
 std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
 
+// Why a generation stopped at the request's deadline (`npu serve --request-timeout`).
+std::string past_deadline(int64_t tokens) {
+  return "the request ran past its deadline (npu serve --request-timeout); the generation was stopped after " +
+         std::to_string(tokens) + " tokens";
+}
+
 // Streams one generation as server-sent events; runs inside httplib's content provider, after
 // the status and headers have gone out, so failures become an error event.
 void stream_generation(const CompletionRequest& r, const ResponseHead& head, std::shared_ptr<CachedLanguageModel> m,
@@ -349,11 +165,21 @@ void stream_generation(const CompletionRequest& r, const ResponseHead& head, std
   bool open = true;
   if (r.chat) open = send(chunk({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}},
                                  {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+  const auto send_error_event = [&](const std::string& message, const json& code) {
+    send({{"error", {{"message", message}, {"type", "server_error"}, {"param", nullptr}, {"code", code}}}});
+  };
   try {
     const RequestQueue::Turn turn = m->queue.wait(std::move(ticket), deadline);
     std::vector<TokenChoice> pending;  // log-probs of tokens whose text is still held back
+    bool late = false;                 // stopped at the request's deadline
+    int64_t tokens = 0;
     const GenerateResult res = m->generate(g, [&](const GeneratedPiece& p) {
       if (!open) return false;
+      tokens += p.token.id >= 0;
+      if (std::chrono::steady_clock::now() > deadline) {
+        late = true;
+        return false;
+      }
       if (r.logprobs && p.token.id >= 0) pending.push_back(p.token);
       if (p.text.empty()) return true;
       json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
@@ -373,6 +199,7 @@ void stream_generation(const CompletionRequest& r, const ResponseHead& head, std
       return open;
     });
     if (!open) return;  // the client went away: generation was cancelled
+    if (late) throw QueueTimeout(past_deadline(tokens));  // an error event, then [DONE]
     json last = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", res.finish_reason}};
     if (r.chat) last["delta"] = json::object();
     else last["text"] = "";
@@ -382,8 +209,10 @@ void stream_generation(const CompletionRequest& r, const ResponseHead& head, std
       u["usage"] = usage_json(res);
       if (!send(u)) return;
     }
+  } catch (const QueueTimeout& e) {
+    send_error_event(e.what(), "timeout");
   } catch (const std::exception& e) {
-    send({{"error", {{"message", e.what()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
+    send_error_event(e.what(), nullptr);
   }
   const std::string done = "data: [DONE]\n\n";
   sink.write(done.data(), done.size());
@@ -393,7 +222,7 @@ void handle_completion(Server& s, const httplib::Request& req, httplib::Response
   if (req.body.size() > s.options().max_body_bytes)
     throw ApiError(413, "request body is " + std::to_string(req.body.size()) + " bytes; at most " +
                             std::to_string(s.options().max_body_bytes), "request_too_large");
-  const CompletionRequest r = parse_request(req.body, chat);
+  const CompletionRequest r = parse_completion_request(req.body, chat);
   std::shared_ptr<CachedLanguageModel> m;
   try {
     m = s.models().get_llm(r.model);
@@ -421,8 +250,15 @@ void handle_completion(Server& s, const httplib::Request& req, httplib::Response
   }
   GenerateResult out;
   {
-    const RequestQueue::Turn turn = m->queue.enter(s.deadline());
-    out = m->generate(g);
+    const auto deadline = s.deadline();
+    const RequestQueue::Turn turn = m->queue.enter(deadline);
+    bool late = false;  // the generation is stopped at the request's deadline (503)
+    int64_t tokens = 0;
+    out = m->generate(g, [&](const GeneratedPiece& p) {
+      tokens += p.token.id >= 0;
+      return !(late = std::chrono::steady_clock::now() > deadline);
+    });
+    if (late) throw QueueTimeout(past_deadline(tokens));
   }
   json body = head.with(json::array({final_choice(r, *m->model, out)}));
   body["usage"] = usage_json(out);
@@ -439,6 +275,8 @@ void post_completion(Server& s, const std::string& path, bool chat) {
       send_queue_full(res, e);
     } catch (const QueueTimeout& e) {
       send_queue_timeout(res, e);
+    } catch (const ModelTooLarge& e) {
+      send_error(res, 507, e.what(), "server_error", "insufficient_memory", "model");
     } catch (const std::invalid_argument& e) {  // input the pipeline refused
       send_error(res, 400, e.what(), "invalid_request_error", "invalid_value");
     }

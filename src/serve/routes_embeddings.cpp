@@ -7,6 +7,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "serve/openai_requests.h"
 #include "serve/server.h"
 
 namespace xdna::serve {
@@ -15,101 +16,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr size_t kMaxInputs = 2048;             // OpenAI's limit per request
 constexpr size_t kBatch = 32;                   // inputs per forward pass, bounds activations
-
-// A request the handler rejects: status, message and OpenAI's code/param.
-struct ApiError : std::runtime_error {
-  ApiError(int status, const std::string& message, std::string code, std::string param = "input")
-      : std::runtime_error(message), status(status), code(std::move(code)), param(std::move(param)) {}
-  int status;
-  std::string code, param;
-};
-
-struct EmbeddingsRequest {
-  std::string model;
-  bool tokens = false;                       // input given as token ids, not text
-  std::vector<std::string> texts;            // when !tokens
-  std::vector<std::vector<int64_t>> ids;     // when tokens; checked against the vocabulary later
-  bool base64 = false;
-  std::optional<int64_t> dimensions;
-};
-
-std::vector<int64_t> token_array(const json& a, const std::string& where) {
-  if (a.empty()) throw ApiError(400, where + " is an empty token array", "invalid_value");
-  std::vector<int64_t> ids;
-  ids.reserve(a.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!a[i].is_number_integer())
-      throw ApiError(400, where + "[" + std::to_string(i) + "] is not an integer token id (input mixes types?)",
-                     "invalid_type");
-    // Unsigned values above int64 would wrap: anything that large is out of any vocabulary.
-    ids.push_back(a[i].is_number_unsigned() && a[i].get<uint64_t>() > INT64_MAX ? INT64_MAX : a[i].get<int64_t>());
-  }
-  return ids;
-}
-
-// `input`: a string, an array of strings, an array of token ids, or an array of token-id arrays.
-void parse_input(const json& in, EmbeddingsRequest& r) {
-  auto add_text = [&](const json& s, const std::string& where) {
-    // OpenAI rejects empty strings ("'$.input' is invalid"); we do too, with a message that says which.
-    if (s.get_ref<const std::string&>().empty())
-      throw ApiError(400, where + " is an empty string; every input must have some text", "invalid_value");
-    r.texts.push_back(s.get<std::string>());
-  };
-  if (in.is_string()) return add_text(in, "input");
-  if (!in.is_array())
-    throw ApiError(400, "input must be a string, an array of strings, an array of token ids or an array of arrays of token ids",
-                   "invalid_type");
-  if (in.empty()) throw ApiError(400, "input is an empty array; give at least one input", "invalid_value");
-  const json& first = in[0];
-  if (first.is_number_integer()) {  // one input as token ids
-    r.tokens = true;
-    r.ids.push_back(token_array(in, "input"));
-    return;
-  }
-  if (in.size() > kMaxInputs)
-    throw ApiError(400, "input has " + std::to_string(in.size()) + " items; at most " + std::to_string(kMaxInputs) +
-                            " per request", "too_many_inputs");
-  r.tokens = first.is_array();
-  for (size_t i = 0; i < in.size(); ++i) {
-    const std::string where = "input[" + std::to_string(i) + "]";
-    if (r.tokens && in[i].is_array()) r.ids.push_back(token_array(in[i], where));
-    else if (!r.tokens && in[i].is_string()) add_text(in[i], where);
-    else
-      throw ApiError(400, where + " is not " + (r.tokens ? "an array of token ids" : "a string") +
-                              "; all items of input must have the same form", "invalid_type");
-  }
-}
-
-EmbeddingsRequest parse_request(const std::string& body) {
-  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw ApiError(400, "the request body is not valid JSON", "invalid_json", "");
-  if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object", "invalid_json", "");
-  EmbeddingsRequest r;
-  if (!j.contains("model") || !j["model"].is_string() || j["model"].get_ref<const std::string&>().empty())
-    throw ApiError(400, "model is required: the name of an embedding model in the store (GET /v1/models)",
-                   "missing_required_parameter", "model");
-  r.model = j["model"];
-  if (!j.contains("input") || j["input"].is_null())
-    throw ApiError(400, "input is required", "missing_required_parameter");
-  parse_input(j["input"], r);
-  if (j.contains("encoding_format") && !j["encoding_format"].is_null()) {
-    const json& f = j["encoding_format"];
-    if (f != "float" && f != "base64")
-      throw ApiError(400, "encoding_format must be \"float\" or \"base64\", not " + f.dump(), "invalid_value",
-                     "encoding_format");
-    r.base64 = f == "base64";
-  }
-  if (j.contains("dimensions") && !j["dimensions"].is_null()) {
-    const json& d = j["dimensions"];
-    if (!d.is_number_integer() || d.get<int64_t>() < 1)
-      throw ApiError(400, "dimensions must be a positive integer, not " + d.dump(), "invalid_value", "dimensions");
-    r.dimensions = d.get<int64_t>();
-  }
-  // `user` is accepted and ignored, as are fields this server does not know.
-  return r;
-}
 
 // The vector as little-endian f32 bytes in base64: what the openai client decodes.
 std::string base64_f32(const std::vector<float>& v) {
@@ -163,7 +70,7 @@ std::vector<std::vector<int32_t>> checked_ids(const EmbeddingsRequest& r, const 
       if (id < 0 || id >= vocab)
         throw ApiError(400, "input[" + std::to_string(i) + "][" + std::to_string(k) + "]: token id " +
                                 std::to_string(id) + " is outside the vocabulary of model '" + r.model + "' [0, " +
-                                std::to_string(vocab) + ")", "invalid_token_id");
+                                std::to_string(vocab) + ")", "invalid_token_id", "input");
     }
     out.emplace_back(r.ids[i].begin(), r.ids[i].end());
   }
@@ -175,7 +82,7 @@ void handle_embeddings(Server& s, const httplib::Request& req, httplib::Response
     throw ApiError(413, "request body is " + std::to_string(req.body.size()) + " bytes; at most " +
                             std::to_string(s.options().max_body_bytes) + " (split the inputs over several requests)",
                    "request_too_large", "");
-  const EmbeddingsRequest r = parse_request(req.body);
+  const EmbeddingsRequest r = parse_embeddings_request(req.body);
   std::shared_ptr<CachedEmbeddingModel> m;
   try {
     m = s.models().get_embedding(r.model);
@@ -246,6 +153,8 @@ void add_embedding_routes(Server& s) {
       send_queue_full(res, e);
     } catch (const QueueTimeout& e) {
       send_queue_timeout(res, e);
+    } catch (const ModelTooLarge& e) {
+      send_error(res, 507, e.what(), "server_error", "insufficient_memory", "model");
     } catch (const std::invalid_argument& e) {  // input the pipeline refused
       send_error(res, 400, e.what(), "invalid_request_error", "invalid_value", "input");
     }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -36,6 +37,8 @@ struct ServerOptions {
   double request_timeout_s = 600;          // a request's wait for its model plus its run
   std::vector<std::string> preload;        // store models loaded before the server listens
   bool log_requests = true;                // one JSON line per request on stderr, with its request id
+  // Where those lines go (one call per line, no newline); empty: stderr. Tests capture them here.
+  std::function<void(const std::string&)> log_sink;
 };
 
 using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
@@ -70,6 +73,13 @@ class Server {
 
  private:
   void on_error(const httplib::Request& req, httplib::Response& res);
+  // After each response is sent (httplib's logger): metrics and the request log line.
+  void on_response_sent(const httplib::Request& req, const httplib::Response& res);
+  // The registered pattern `path` matches, first registered first; "other" when none does.
+  const std::string& endpoint_of(const std::string& path) const;
+  // True when no API key is set or the request carries "Authorization: Bearer <the key>".
+  bool authorized(const httplib::Request& req) const;
+  Handler guarded(Handler h);  // `h` behind the API key check
 
   ServerOptions opts_;
   ModelStore store_;
@@ -80,6 +90,7 @@ class Server {
   int port_ = 0;
   std::atomic<bool> stop_requested_{false};
   std::map<std::string, std::set<std::string>> methods_;  // pattern -> methods, for 405 + Allow
+  std::vector<std::pair<std::string, std::regex>> routes_;  // patterns in registration order (metrics label)
 };
 
 // Response helpers shared by all fronts.

@@ -72,6 +72,7 @@ class RunningServer {
 
   bool is_running() const { return server_.is_running(); }
   int port() const { return port_; }
+  serve::Server& server() { return server_; }  // in-process: its models and queues
   // A client of it, patient enough for requests that load a model first.
   std::unique_ptr<httplib::Client> client() const {
     auto c = std::make_unique<httplib::Client>("127.0.0.1", port_);
