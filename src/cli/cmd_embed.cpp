@@ -13,9 +13,8 @@
 
 #include "cli/commands.h"
 #include "cli/config.h"
-#include "host/host_backend.h"
-#include "npu/npu_backend.h"
-#include "npu/sim_backend.h"
+#include "cli/llm_options.h"  // DeviceBackends
+#include "cli/server_client.h"
 #include "pipeline/embed.h"
 
 namespace xdna::cli {
@@ -29,8 +28,49 @@ struct EmbedCliOptions {
   size_t max_length = 0;
   size_t batch = 32;
   std::string device = "host";
+  bool allow_host_fallback = false;
   std::vector<std::string> texts;
+  ServerFlags server;
 };
+
+// One embedding vector as a text line: "%.7g" values separated by spaces.
+void print_vector(const std::vector<float>& v) {
+  std::string line;
+  char buf[32];
+  for (size_t d = 0; d < v.size(); ++d) {
+    std::snprintf(buf, sizeof buf, d ? " %.7g" : "%.7g", v[d]);
+    line += buf;
+  }
+  std::printf("%s\n", line.c_str());
+}
+
+// What the server cannot do for this run (empty: it can).
+std::string in_process_reason(const EmbedCliOptions& o) {
+  if (o.device != "host") return "--device " + o.device + " is a choice of this process";
+  if (!o.store.empty()) return "--store names a store of this process";
+  if (o.json) return "--json reports this process's op placement";
+  if (o.max_length) return "--max-length is not part of the embeddings API";
+  return "";
+}
+
+// The same text output as in-process, from POST /v1/embeddings in batches of --batch.
+void embed_on_server(ServerClient& server, const EmbedCliOptions& o, const std::vector<std::string>& texts) {
+  for (size_t b0 = 0; b0 < texts.size(); b0 += o.batch) {
+    const size_t b1 = std::min(texts.size(), b0 + o.batch);
+    httplib::Headers headers;
+    const nlohmann::json reply = server.post_json(
+        "/v1/embeddings",
+        {{"model", o.model}, {"input", std::vector<std::string>(texts.begin() + b0, texts.begin() + b1)}}, &headers);
+    const nlohmann::json& data = reply.at("data");
+    if (!data.is_array() || data.size() != b1 - b0)
+      throw std::runtime_error("embed: the server returned " + std::to_string(data.size()) + " embeddings for " +
+                               std::to_string(b1 - b0) + " inputs");
+    if (auto t = headers.find("X-Npu-Truncated"); t != headers.end())
+      std::fprintf(stderr, "npu embed: warning: input(s) %s of batch at %zu truncated to the model's max length\n",
+                   t->second.c_str(), b0);
+    for (const nlohmann::json& item : data) print_vector(item.at("embedding").get<std::vector<float>>());
+  }
+}
 
 void run_embed(const EmbedCliOptions& o) {
   std::vector<std::string> texts = o.texts;
@@ -42,21 +82,14 @@ void run_embed(const EmbedCliOptions& o) {
     }
     if (texts.empty()) throw std::runtime_error("embed: no TEXT arguments and nothing on stdin");
   }
+  if (std::optional<ServerClient> server = choose_server("embed", o.server, o.model, in_process_reason(o)))
+    return embed_on_server(*server, o, texts);
   const EmbeddingModel model = EmbeddingModel::load(o.model, resolve_store(o.store));
   EmbedOptions eo;
   eo.max_length = o.max_length;
   // Where ops run: host only; npu-sim then host (modelled NPU); npu then host (real device).
-  HostBackend host;
-  npu::NpuSimBackend sim;
-  NpuBackend device;
-  if (o.device == "npu-sim") {
-    eo.backends = {&sim, &host};
-  } else if (o.device == "npu") {
-    if (!std::filesystem::exists("/dev/accel"))
-      throw std::runtime_error("embed: --device npu needs hardware: no /dev/accel device "
-                               "(use --device npu-sim for the modelled NPU)");
-    eo.backends = {&device, &host};
-  }
+  DeviceBackends devices;
+  eo.backends = devices.list(o.device, o.allow_host_fallback);
 
   nlohmann::json data = nlohmann::json::array();
   RunReport all;
@@ -77,19 +110,13 @@ void run_embed(const EmbedCliOptions& o) {
                         {"original_tokens", it.original_tokens},
                         {"truncated", it.truncated}});
       } else {
-        std::string line;
-        char buf[32];
-        for (size_t d = 0; d < it.vector.size(); ++d) {
-          std::snprintf(buf, sizeof buf, d ? " %.7g" : "%.7g", it.vector[d]);
-          line += buf;
-        }
-        std::printf("%s\n", line.c_str());
+        print_vector(it.vector);
       }
     }
     all.ops.insert(all.ops.end(), r.report.ops.begin(), r.report.ops.end());
   }
   if (o.device == "npu-sim" && !o.json)  // stdout stays embeddings only
-    std::fprintf(stderr, "%s%s", all.summary().c_str(), sim.cost().text().c_str());
+    std::fprintf(stderr, "%s%s", all.summary().c_str(), devices.sim.cost().text().c_str());
   if (o.json) {
     nlohmann::json out = {
         {"model", model.name()},
@@ -105,8 +132,8 @@ void run_embed(const EmbedCliOptions& o) {
         {"run", run_summary_json(all)},
     };
     if (o.device == "npu-sim") {
-      out["npu_sim"] = sim.cost().to_json();
-      out["npu_sim"]["fallback_reasons"] = sim.refusals();
+      out["npu_sim"] = devices.sim.cost().to_json();
+      out["npu_sim"]["fallback_reasons"] = devices.sim.refusals();
     }
     std::printf("%s\n", out.dump().c_str());
   }
@@ -135,6 +162,8 @@ void add_embed_command(CLI::App& app) {
                   "npu (needs /dev/accel)")
       ->check(CLI::IsMember({"host", "npu-sim", "npu"}))
       ->capture_default_str();
+  add_host_fallback_flag(cmd, o->allow_host_fallback);
+  add_server_options(cmd, o->server);
   cmd->add_option("text", o->texts, "Texts to embed (default: lines of stdin)");
   cmd->callback([o] { run_embed(*o); });
 }

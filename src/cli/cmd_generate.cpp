@@ -28,12 +28,42 @@ struct GenerateCliOptions {
   int32_t top_logprobs = -1;  // -1 = no logprobs
 };
 
+std::string in_process_reason(const GenerateCliOptions& o) {
+  if (o.json) return "--json reports this process's token ids, timings and op placement";
+  if (o.top_logprobs >= 0) return "--logprobs is reported by --json of this process";
+  return llm_in_process_reason(o.llm);
+}
+
+// The completion streamed from the server: the same text, token for token, as in-process.
+void generate_on_server(ServerClient& server, const GenerateCliOptions& o, const std::string& prompt) {
+  nlohmann::json body = llm_request_json(o.llm, o.llm.seed ? *o.llm.seed : std::random_device{}());
+  std::string path = "/v1/completions";
+  if (o.chat) {
+    nlohmann::json messages = nlohmann::json::array();
+    if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
+    messages.push_back({{"role", "user"}, {"content", prompt}});
+    body["messages"] = messages;
+    path = "/v1/chat/completions";
+  } else {
+    body["prompt"] = prompt;
+  }
+  server.post_stream(path, body, [](const nlohmann::json& event) {
+    const std::string text = streamed_text(event);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::printf("\n");
+}
+
 void run_generate(const GenerateCliOptions& o) {
   std::string prompt = o.prompt;
   if (!o.prompt_given) {  // the prompt from stdin
     prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     if (prompt.empty()) throw std::runtime_error("generate: no --prompt and nothing on stdin");
   }
+  if (!o.chat && !o.system.empty()) throw std::runtime_error("generate: --system needs --chat");
+  if (std::optional<ServerClient> server = choose_server("generate", o.llm.server, o.llm.model, in_process_reason(o)))
+    return generate_on_server(*server, o, prompt);
   const std::unique_ptr<LanguageModel> lm = load_llm(o.llm);
   std::string text = prompt;
   if (o.chat) {
@@ -50,7 +80,7 @@ void run_generate(const GenerateCliOptions& o) {
     req.sampling.top_logprobs = o.top_logprobs;
   }
   DeviceBackends devices;
-  req.backends = devices.list(o.llm.device);
+  req.backends = devices.list(o.llm.device, o.llm.allow_host_fallback);
 
   const GenerateResult r = generate(*lm, req, [&](const GeneratedPiece& p) {
     if (!o.json && !p.text.empty()) {

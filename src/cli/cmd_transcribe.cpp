@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/config.h"
 #include "cli/llm_options.h"  // DeviceBackends
+#include "cli/server_client.h"
 #include "models/catalog.h"
 #include "models/model_store.h"
 #include "pipeline/audio.h"
@@ -44,6 +47,7 @@ struct TranscribeCliOptions {
   bool progress = false;
   bool timings = false;
   std::string device = "host";
+  ServerFlags server;
 };
 
 // "whisper-base (pulled), whisper-tiny.en (pull with ...)" for error messages.
@@ -90,9 +94,55 @@ std::vector<float> temperature_ladder(float start) {
 
 std::string extension(const std::string& format) { return format == "verbose_json" ? "json" : format; }
 
+std::string in_process_reason(const TranscribeCliOptions& o) {
+  if (o.device != "host") return "--device " + o.device + " is a choice of this process";
+  if (!o.store.empty()) return "--store names a store of this process";
+  if (o.timings) return "--timings measures this process";
+  if (o.temperature_given) return "--temperature's fallback ladder is not part of the transcription API";
+  if (o.beam_size != TranscribeOptions{}.beam_size) return "--beam-size is not part of the transcription API";
+  if (o.no_timestamps) return "--no-timestamps is not part of the transcription API";
+  if (o.task == "translate" && !o.language.empty()) return "translations on the server take no --language";
+  return "";
+}
+
+// The model name the server is asked for: --model, else the in-process default.
+std::string server_model_name(const TranscribeCliOptions& o) {
+  if (!o.model.empty()) return o.model;
+  return ModelStore(resolve_store(o.store)).find("whisper-base") ? "whisper-base" : "whisper-tiny.en";
+}
+
+// One file transcribed by the server, formatted as in-process. txt (one segment per line) is not
+// an API format: it is made here from verbose_json's segments.
+std::string transcribe_on_server(ServerClient& server, const TranscribeCliOptions& o, const std::string& model,
+                                 const std::string& file) {
+  std::ifstream f(file, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot open " + file);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string format = o.format == "txt" ? "verbose_json" : o.format;
+  httplib::MultipartFormDataItems form = {{"file", bytes, fs::path(file).filename().string(), "application/octet-stream"},
+                                          {"model", model, "", ""},
+                                          {"response_format", format, "", ""}};
+  if (!o.language.empty()) form.push_back({"language", o.language, "", ""});
+  if (!o.prompt.empty()) form.push_back({"prompt", o.prompt, "", ""});
+  const bool translate = o.task == "translate";
+  std::string out = server.post_form(translate ? "/v1/audio/translations" : "/v1/audio/transcriptions", form);
+  if (o.format != "txt") return out;
+  const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  if (!j.is_object() || !j.contains("segments") || !j["segments"].is_array())
+    throw std::runtime_error("the server's verbose_json has no segments");
+  Transcript t;
+  for (const nlohmann::json& seg : j["segments"]) {
+    t.segments.emplace_back();
+    t.segments.back().text = seg.value("text", std::string());
+  }
+  return format_transcript(t, "txt", o.task);
+}
+
 void run_transcribe(const TranscribeCliOptions& o) {
-  const std::string path = resolve_speech_model(o.model, resolve_store(o.store));
-  const Transcriber asr = Transcriber::load(path);
+  const std::string server_model = o.model.empty() && !o.server.no_server ? server_model_name(o) : o.model;
+  std::optional<ServerClient> server = choose_server("transcribe", o.server, server_model, in_process_reason(o));
+  std::optional<Transcriber> asr;
+  if (!server) asr.emplace(Transcriber::load(resolve_speech_model(o.model, resolve_store(o.store))));
 
   TranscribeOptions opts;
   opts.task = o.task;
@@ -114,17 +164,23 @@ void run_transcribe(const TranscribeCliOptions& o) {
   RunReport all;
   for (const std::string& file : o.files) {
     try {
-      const std::vector<float> samples = load_audio(file, kWhisperSampleRate);
-      if (show_progress)
-        opts.progress = [&](double done, double total) {
-          std::fprintf(stderr, "%snpu transcribe: %s: %.1f / %.1f s (%.0f%%)%s", tty ? "\r" : "", file.c_str(), done,
-                       total, total > 0 ? 100.0 * done / total : 100.0, tty ? "" : "\n");
-          std::fflush(stderr);
-        };
-      const Transcript t = asr.transcribe(samples, opts);
-      if (show_progress && tty) std::fprintf(stderr, "\n");
-      all.ops.insert(all.ops.end(), t.report.ops.begin(), t.report.ops.end());
-      std::string out = format_transcript(t, format, o.task);
+      std::string out;
+      Transcript t;  // in-process only (its timings and op placement)
+      if (server) {
+        out = transcribe_on_server(*server, o, server_model, file);
+      } else {
+        const std::vector<float> samples = load_audio(file, kWhisperSampleRate);
+        if (show_progress)
+          opts.progress = [&](double done, double total) {
+            std::fprintf(stderr, "%snpu transcribe: %s: %.1f / %.1f s (%.0f%%)%s", tty ? "\r" : "", file.c_str(), done,
+                         total, total > 0 ? 100.0 * done / total : 100.0, tty ? "" : "\n");
+            std::fflush(stderr);
+          };
+        t = asr->transcribe(samples, opts);
+        if (show_progress && tty) std::fprintf(stderr, "\n");
+        all.ops.insert(all.ops.end(), t.report.ops.begin(), t.report.ops.end());
+        out = format_transcript(t, format, o.task);
+      }
       if (!o.output_dir.empty()) {
         const fs::path dst = fs::path(o.output_dir) / (fs::path(file).stem().string() + "." + extension(format));
         std::ofstream f(dst, std::ios::binary);
@@ -198,6 +254,7 @@ void add_transcribe_command(CLI::App& app) {
                   "Where ops run: host, or npu-sim (modelled NPU, unsupported ops on the host)")
       ->check(CLI::IsMember({"host", "npu-sim"}))
       ->capture_default_str();
+  add_server_options(cmd, o->server);
   cmd->callback([o] { run_transcribe(*o); });
 }
 

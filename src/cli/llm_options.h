@@ -1,6 +1,8 @@
 // Options `npu generate` and `npu chat` share: the model, the context, sampling, the device.
 #pragma once
+#include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -8,9 +10,12 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli/config.h"
+#include "cli/server_client.h"
 #include "host/host_backend.h"
+#include "npu/device_lock.h"
 #include "npu/npu_backend.h"
 #include "npu/sim_backend.h"
 #include "pipeline/llm.h"
@@ -27,7 +32,14 @@ struct LlmCliOptions {
   std::optional<uint64_t> seed;        // none: a random seed (reported by --json)
   std::vector<std::string> stop;
   std::string device = "host";
+  bool allow_host_fallback = false;  // --device npu, NPU missing or busy: the host instead of an error
+  ServerFlags server;
 };
+
+inline void add_host_fallback_flag(CLI::App* cmd, bool& allow) {
+  cmd->add_flag("--allow-host-fallback", allow,
+                "With --device npu: run on the host when the NPU is missing or another engine holds it");
+}
 
 inline void add_llm_options(CLI::App* cmd, LlmCliOptions& o) {
   cmd->add_option("--model,-m", o.model,
@@ -61,6 +73,45 @@ inline void add_llm_options(CLI::App* cmd, LlmCliOptions& o) {
                   "npu (needs /dev/accel)")
       ->check(CLI::IsMember({"host", "npu-sim", "npu"}))
       ->capture_default_str();
+  add_host_fallback_flag(cmd, o.allow_host_fallback);
+  add_server_options(cmd, o.server);
+}
+
+// Why these options must run in this process rather than on a server (empty: they need not).
+inline std::string llm_in_process_reason(const LlmCliOptions& o) {
+  if (o.device != "host") return "--device " + o.device + " is a choice of this process";
+  if (!o.store.empty()) return "--store names a store of this process";
+  if (o.context != 0 || o.kv_budget_mib != 1024) return "--context and --kv-budget size this process's KV cache";
+  return "";
+}
+
+// The request fields of an OpenAI completion that match `o` and `seed` (the same draw as in-process).
+inline nlohmann::json llm_request_json(const LlmCliOptions& o, uint64_t seed) {
+  const SamplingParams& s = o.sampling;
+  nlohmann::json j = {{"model", o.model},
+                      {"temperature", s.temperature},
+                      {"top_k", s.top_k},
+                      {"top_p", s.top_p},
+                      {"min_p", s.min_p},
+                      {"repetition_penalty", s.repetition_penalty},
+                      {"presence_penalty", s.presence_penalty},
+                      {"frequency_penalty", s.frequency_penalty},
+                      {"seed", static_cast<int64_t>(seed)},  // the server reads it back as uint64
+                      // 0 = until the context is full: the server stops there too.
+                      {"max_tokens", o.max_tokens ? o.max_tokens : int64_t{1} << 40}};
+  if (!o.stop.empty()) j["stop"] = o.stop;
+  return j;
+}
+
+// The text of one streamed completion event (chat: delta.content; completions: text).
+inline std::string streamed_text(const nlohmann::json& event) {
+  if (!event.contains("choices") || !event["choices"].is_array() || event["choices"].empty()) return "";
+  const nlohmann::json& c = event["choices"][0];
+  if (c.contains("delta") && c["delta"].is_object()) {
+    const nlohmann::json& d = c["delta"];
+    return d.contains("content") && d["content"].is_string() ? d["content"].get<std::string>() : "";
+  }
+  return c.contains("text") && c["text"].is_string() ? c["text"].get<std::string>() : "";
 }
 
 inline std::unique_ptr<LanguageModel> load_llm(const LlmCliOptions& o) {
@@ -70,22 +121,32 @@ inline std::unique_ptr<LanguageModel> load_llm(const LlmCliOptions& o) {
   return LanguageModel::load(resolve_model_path(o.model, resolve_store(o.store)), lo);
 }
 
-// The backends of --device, in order of preference (host last).
+// The backends of --device, in order of preference (host last). --device npu takes the device's
+// single-tenant lock (npu/device_lock.h), held as long as this object; when the NPU is missing or
+// another engine holds it, `allow_host_fallback` runs on the host instead (said on stderr).
 struct DeviceBackends {
   HostBackend host;
   npu::NpuSimBackend sim;
   NpuBackend device;
-  std::vector<Backend*> list(const std::string& name) {
+  std::optional<npu::DeviceLock> lock;
+  std::vector<Backend*> list(const std::string& name, bool allow_host_fallback = false) {
     if (name == "npu-sim") return {&sim, &host};
-    if (name == "npu") {
-      if (!std::filesystem::exists("/dev/accel"))
+    if (name != "npu") return {};
+    try {
+      const std::optional<std::string> node = npu::find_accel_node();
+      if (!node)
         throw std::runtime_error("--device npu needs hardware: no /dev/accel device "
                                  "(use --device npu-sim for the modelled NPU)");
+      lock.emplace(npu::DeviceLock::acquire(*node));
       return {&device, &host};
+    } catch (const std::runtime_error& e) {
+      if (!allow_host_fallback) throw;
+      std::fprintf(stderr, "npu: %s\nnpu: running on the host instead (--allow-host-fallback)\n", e.what());
+      return {};
     }
-    return {};
   }
 };
+
 
 inline GenerateRequest make_request(const LlmCliOptions& o, std::vector<int32_t> prompt) {
   GenerateRequest r;
