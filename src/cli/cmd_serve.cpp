@@ -72,15 +72,20 @@ void add_serve_command(CLI::App& app) {
     opts.store_dir = resolve_store(o->store);
     opts.api_key = !o->api_key.empty() ? o->api_key : cfg.api_key.value_or("");
     try {
-      if (!o->max_memory.empty()) opts.model_budget_bytes = parse_byte_size(o->max_memory);
-      if (!o->max_body.empty()) opts.max_body_bytes = parse_byte_size(o->max_body);
-      if (!o->max_audio.empty()) opts.max_audio_bytes = parse_byte_size(o->max_audio);
+      // flag > config file > built-in default
+      const auto size = [](const std::string& flag, const std::optional<std::string>& config, uint64_t& out) {
+        if (!flag.empty()) out = parse_byte_size(flag);
+        else if (config) out = parse_byte_size(*config);
+      };
+      size(o->max_memory, cfg.max_memory, opts.model_budget_bytes);
+      size(o->max_body, cfg.max_body, opts.max_body_bytes);
+      size(o->max_audio, cfg.max_audio, opts.max_audio_bytes);
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error(std::string("npu serve: ") + e.what());
     }
-    if (o->max_queue >= 0) opts.max_queue = o->max_queue;
-    if (o->max_batch >= 1) opts.max_batch = o->max_batch;
-    if (o->request_timeout_s > 0) opts.request_timeout_s = o->request_timeout_s;
+    opts.max_queue = o->max_queue >= 0 ? o->max_queue : cfg.max_queue.value_or(opts.max_queue);
+    opts.max_batch = o->max_batch >= 1 ? o->max_batch : cfg.max_batch.value_or(opts.max_batch);
+    opts.request_timeout_s = o->request_timeout_s > 0 ? o->request_timeout_s : cfg.request_timeout.value_or(opts.request_timeout_s);
     opts.preload = o->preload;
     opts.log_requests = !o->quiet;
     serve::Server server(opts);

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/commands.h"
 #include "models/model_store.h"
 
 namespace xdna::cli {
@@ -42,6 +43,22 @@ std::string get_string(const json& v, const std::string& key, const std::string&
   return v.get<std::string>();
 }
 
+std::string get_size(const json& v, const std::string& key, const std::string& origin) {
+  const std::string text = get_string(v, key, origin);
+  try {
+    parse_byte_size(text);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(origin + ": \"" + key + "\": " + e.what());
+  }
+  return text;
+}
+
+double get_seconds(const json& v, const std::string& key, const std::string& origin) {
+  if (!v.is_number() || !(v.get<double>() > 0))
+    throw std::runtime_error(origin + ": \"" + key + "\" must be a positive number of seconds, not " + v.dump());
+  return v.get<double>();
+}
+
 }  // namespace
 
 Config parse_config(const std::string& text, const std::string& origin) {
@@ -57,9 +74,16 @@ Config parse_config(const std::string& text, const std::string& origin) {
     else if (key == "host") c.host = get_string(v, key, origin);
     else if (key == "python") c.python = get_string(v, key, origin);
     else if (key == "api_key") c.api_key = get_string(v, key, origin);
+    else if (key == "max_memory") c.max_memory = get_size(v, key, origin);
+    else if (key == "max_body") c.max_body = get_size(v, key, origin);
+    else if (key == "max_audio") c.max_audio = get_size(v, key, origin);
+    else if (key == "max_queue") c.max_queue = get_int(v, key, origin, 0, 100000);
+    else if (key == "max_batch") c.max_batch = get_int(v, key, origin, 1, 256);
+    else if (key == "request_timeout") c.request_timeout = get_seconds(v, key, origin);
     else
       throw std::runtime_error(origin + ": unknown key \"" + key +
-                               "\" (known: threads, store, host, port, python, api_key)");
+                               "\" (known: threads, store, host, port, python, api_key, max_memory, max_queue, "
+                               "max_batch, request_timeout, max_body, max_audio)");
   }
   return c;
 }

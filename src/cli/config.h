@@ -15,6 +15,10 @@ struct Config {
   std::optional<int> port;            // `npu serve` port
   std::optional<std::string> python;  // interpreter used by `npu model pull` (default python3)
   std::optional<std::string> api_key; // `npu serve --api-key` (keep the file private: chmod 600)
+  // `npu serve` limits, as its flags of the same names (sizes as "8GiB", "512MiB", bytes).
+  std::optional<std::string> max_memory, max_body, max_audio;
+  std::optional<int> max_queue, max_batch;
+  std::optional<double> request_timeout;  // seconds
   std::string path;                   // the file it came from; empty when none was read
 };
 

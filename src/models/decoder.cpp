@@ -336,118 +336,14 @@ void softcap_logits(Tensor& logits, float cap) {
 
 DecoderStep Decoder::forward(const std::vector<int32_t>& ids, DecoderState& state, bool all_logits,
                              std::vector<Backend*> backends) const {
-  const DecoderSpec& s = spec_;
-  const Impl& w = *impl_;
-  const int64_t T = static_cast<int64_t>(ids.size()), pos = state.position;
-  const int64_t D = s.head_dim, Hq = s.heads, Hkv = s.kv_heads;
-  if (T == 0) throw std::invalid_argument("decoder: no tokens to run");
-  check_run(s, ids, state, "decoder: ");
-
-  Builder b;
-  Graph& g = b.g;
-  ValueId x = g.add(OpKind::Embedding, {b.constant("token_embd", w.token_embd), g.input("ids", i32_tensor(ids))},
-                    {}, "embed");
-  if (s.embed_scale != 1.0f) {
-    OpAttrs a;
-    a.scale = s.embed_scale;
-    x = g.add(OpKind::Scale, {x}, a, "embed.scale");
-  }
-  const ValueId freq_global = b.constant("rope.inv_freq", w.inv_freq_global);
-  const ValueId freq_local = b.constant("rope.inv_freq_local", w.inv_freq_local);
-
-  for (int64_t i = 0; i < s.layers; ++i) {
-    const LayerWeights& lw = w.layers[i];
-    const std::string L = "L" + std::to_string(i) + ".";
-    const bool local = s.is_local(i);
-
-    ValueId h = b.rms_norm(x, lw.attn_norm, s, L + "attn_norm");
-    ValueId q, k, v;
-    if (lw.qkv.defined()) {
-      const ValueId qkv = b.matmul(h, lw.qkv, {}, L + "qkv");
-      q = b.columns(qkv, 0, Hq * D, L + "q");
-      k = b.columns(qkv, Hq * D, (Hq + Hkv) * D, L + "k");
-      v = b.columns(qkv, (Hq + Hkv) * D, (Hq + 2 * Hkv) * D, L + "v");
-    } else {
-      q = b.matmul(h, lw.q, lw.bq, L + "q");
-      k = b.matmul(h, lw.k, lw.bk, L + "k");
-      v = b.matmul(h, lw.v, lw.bv, L + "v");
-    }
-    q = b.reshape(q, {T, Hq, D}, L + "q.heads");
-    k = b.reshape(k, {T, Hkv, D}, L + "k.heads");
-    v = b.reshape(v, {T, Hkv, D}, L + "v.heads");
-    if (s.qk_norm) {
-      q = b.rms_norm(q, lw.q_norm, s, L + "q_norm");
-      k = b.rms_norm(k, lw.k_norm, s, L + "k_norm");
-    }
-    OpAttrs rope;
-    rope.rope_layout = s.rope_layout == 0 ? RopeLayout::Interleaved : RopeLayout::HalfSplit;
-    rope.position = pos;
-    const ValueId freqs = local ? freq_local : freq_global;
-    q = g.add(OpKind::Rope, {q, freqs}, rope, L + "q.rope");
-    k = g.add(OpKind::Rope, {k, freqs}, rope, L + "k.rope");
-
-    // The new K/V go into the preallocated cache in place; attention reads the filled prefix.
-    OpAttrs kw;
-    kw.start = pos;
-    const ValueId keys = g.add(OpKind::KvWrite, {b.constant(L + "cache.k", state.cache.key_storage(i)), k}, kw,
-                               L + "cache.k.write");
-    const ValueId values = g.add(OpKind::KvWrite, {b.constant(L + "cache.v", state.cache.value_storage(i)), v},
-                                 kw, L + "cache.v.write");
-    OpAttrs at;
-    at.causal = true;
-    at.q_offset = pos;
-    at.window = local ? s.sliding_window : 0;
-    at.attn_scale = s.attn_scale;
-    ValueId o = g.add(OpKind::Attention, {q, keys, values}, at, L + "attention");
-    o = b.matmul(b.reshape(o, {T, Hq * D}, L + "merge_heads"), lw.o, {}, L + "o");
-    if (s.sandwich_norms) o = b.rms_norm(o, lw.post_attn_norm, s, L + "post_attn_norm");
-    x = g.add(OpKind::Add, {x, o}, {}, L + "attn_residual");
-
-    h = b.rms_norm(x, lw.ffn_norm, s, L + "ffn_norm");
-    ValueId gate, up;
-    if (lw.gate_up.defined()) {
-      const ValueId gu = b.matmul(h, lw.gate_up, {}, L + "gate_up");
-      gate = b.columns(gu, 0, s.intermediate, L + "gate");
-      up = b.columns(gu, s.intermediate, 2 * s.intermediate, L + "up");
-    } else {
-      gate = b.matmul(h, lw.gate, {}, L + "gate");
-      up = b.matmul(h, lw.up, {}, L + "up");
-    }
-    gate = g.add(activation_op(s.act), {gate}, {}, L + "act");
-    ValueId m = g.add(OpKind::Mul, {gate, up}, {}, L + "gated");
-    m = b.matmul(m, lw.down, {}, L + "down");
-    if (s.sandwich_norms) m = b.rms_norm(m, lw.post_ffn_norm, s, L + "post_ffn_norm");
-    x = g.add(OpKind::Add, {x, m}, {}, L + "ffn_residual");
-  }
-  if (!all_logits && T > 1) {  // only the last token's logits are wanted: skip the other rows
-    OpAttrs a;
-    a.axis = 0;
-    a.start = T - 1;
-    a.end = T;
-    x = g.add(OpKind::Slice, {x}, a, "last_row");
-  }
-  x = b.rms_norm(x, w.final_norm, s, "final_norm");
-  const ValueId logits = b.matmul(x, w.output, {}, "output");
-  g.mark_output(logits);
-
-  HostBackend host;
-  if (backends.empty()) backends.push_back(&host);
-  Executor exec(backends);
-  DecoderStep out;
-  out.report = exec.run(g);
-  out.logits = host::to_f32(g.get(logits));
-  if (s.final_softcap > 0.0f) softcap_logits(out.logits, s.final_softcap);
-  state.cache.set_length(pos + T);
-  state.position = pos + T;
-  return out;
+  if (ids.empty()) throw std::invalid_argument("decoder: no tokens to run");
+  check_run(spec_, ids, state, "decoder: ");
+  return step(ids, {static_cast<int64_t>(ids.size())}, {&state}, all_logits, std::move(backends));
 }
 
 DecoderStep Decoder::forward_batch(const std::vector<int32_t>& ids, const std::vector<DecoderState*>& states,
                                    std::vector<Backend*> backends) const {
-  const DecoderSpec& s = spec_;
-  const Impl& w = *impl_;
   const int64_t B = static_cast<int64_t>(ids.size());
-  const int64_t D = s.head_dim, Hq = s.heads, Hkv = s.kv_heads;
   if (B == 0) throw std::invalid_argument("decoder: no sequences to run");
   if (states.size() != ids.size())
     throw std::invalid_argument("decoder: " + std::to_string(B) + " token ids for " + std::to_string(states.size()) +
@@ -459,11 +355,30 @@ DecoderStep Decoder::forward_batch(const std::vector<int32_t>& ids, const std::v
       if (states[j] == states[i])
         throw std::invalid_argument(what + "the same state as sequence " + std::to_string(j) +
                                     " (a sequence runs once per step)");
-    check_run(s, {ids[i]}, *states[i], what);
+    check_run(spec_, {ids[i]}, *states[i], what);
   }
+  return step(ids, std::vector<int64_t>(B, 1), states, /*all_logits=*/true, std::move(backends));
+}
+
+// One step of `states.size()` sequences: sequence j runs the next rows[j] of `ids` at its own
+// position on its own KV cache. Row-wise work (norms, projections, MLP, head) runs over all rows at
+// once; RoPE, the cache write and attention run per sequence. With several sequences every matmul
+// goes through matmul_rows, whose rows are bit-identical to a one-row run (a batched sequence gets
+// exactly the logits it gets alone); one sequence (prefill, a lone decode) takes the plain matmul.
+DecoderStep Decoder::step(const std::vector<int32_t>& ids, const std::vector<int64_t>& rows,
+                          const std::vector<DecoderState*>& states, bool all_logits,
+                          std::vector<Backend*> backends) const {
+  const DecoderSpec& s = spec_;
+  const Impl& w = *impl_;
+  const int64_t N = static_cast<int64_t>(ids.size());
+  const int64_t D = s.head_dim, Hq = s.heads, Hkv = s.kv_heads;
+  const bool one = states.size() == 1;
 
   Builder b;
   Graph& g = b.g;
+  const auto mm = [&](ValueId a, const Tensor& weight, const Tensor& bias, const std::string& name) {
+    return one ? b.matmul(a, weight, bias, name) : b.matmul_rows(a, N, weight, bias, name);
+  };
   ValueId x = g.add(OpKind::Embedding, {b.constant("token_embd", w.token_embd), g.input("ids", i32_tensor(ids))},
                     {}, "embed");
   if (s.embed_scale != 1.0f) {
@@ -481,43 +396,46 @@ DecoderStep Decoder::forward_batch(const std::vector<int32_t>& ids, const std::v
     const std::string L = "L" + std::to_string(i) + ".";
     const bool local = s.is_local(i);
 
-    // Row-wise work (norms, projections) over all B rows at once.
     ValueId h = b.rms_norm(x, lw.attn_norm, s, L + "attn_norm");
     ValueId q, k, v;
     if (lw.qkv.defined()) {
-      const ValueId qkv = b.matmul_rows(h, B, lw.qkv, {}, L + "qkv");
+      const ValueId qkv = mm(h, lw.qkv, {}, L + "qkv");
       q = b.columns(qkv, 0, Hq * D, L + "q");
       k = b.columns(qkv, Hq * D, (Hq + Hkv) * D, L + "k");
       v = b.columns(qkv, (Hq + Hkv) * D, (Hq + 2 * Hkv) * D, L + "v");
     } else {
-      q = b.matmul_rows(h, B, lw.q, lw.bq, L + "q");
-      k = b.matmul_rows(h, B, lw.k, lw.bk, L + "k");
-      v = b.matmul_rows(h, B, lw.v, lw.bv, L + "v");
+      q = mm(h, lw.q, lw.bq, L + "q");
+      k = mm(h, lw.k, lw.bk, L + "k");
+      v = mm(h, lw.v, lw.bv, L + "v");
     }
-    q = b.reshape(q, {B, Hq, D}, L + "q.heads");
-    k = b.reshape(k, {B, Hkv, D}, L + "k.heads");
-    v = b.reshape(v, {B, Hkv, D}, L + "v.heads");
+    q = b.reshape(q, {N, Hq, D}, L + "q.heads");
+    k = b.reshape(k, {N, Hkv, D}, L + "k.heads");
+    v = b.reshape(v, {N, Hkv, D}, L + "v.heads");
     if (s.qk_norm) {
       q = b.rms_norm(q, lw.q_norm, s, L + "q_norm");
       k = b.rms_norm(k, lw.k_norm, s, L + "k_norm");
     }
-    // Position-dependent work per sequence: RoPE at its position, its own cache, its attention.
     const ValueId freqs = local ? freq_local : freq_global;
     std::vector<ValueId> outs;
-    for (int64_t r = 0; r < B; ++r) {
-      DecoderState& st = *states[r];
-      const std::string S = L + "s" + std::to_string(r) + ".";
-      const auto row = [&](ValueId src, const char* what) { return b.slice(src, 0, r, r + 1, S + what); };
+    int64_t first = 0;  // the sequence's first row
+    for (size_t j = 0; j < states.size(); ++j) {
+      DecoderState& st = *states[j];
+      const int64_t T = rows[j];
+      const std::string S = one ? L : L + "s" + std::to_string(j) + ".";
+      const auto own = [&](ValueId src, const char* what) {
+        return one ? src : b.slice(src, 0, first, first + T, S + what);
+      };
       OpAttrs rope;
       rope.rope_layout = s.rope_layout == 0 ? RopeLayout::Interleaved : RopeLayout::HalfSplit;
       rope.position = st.position;
-      const ValueId qr = g.add(OpKind::Rope, {row(q, "q"), freqs}, rope, S + "q.rope");
-      const ValueId kr = g.add(OpKind::Rope, {row(k, "k"), freqs}, rope, S + "k.rope");
+      const ValueId qr = g.add(OpKind::Rope, {own(q, "q"), freqs}, rope, S + "q.rope");
+      const ValueId kr = g.add(OpKind::Rope, {own(k, "k"), freqs}, rope, S + "k.rope");
+      // The new K/V go into the preallocated cache in place; attention reads the filled prefix.
       OpAttrs kw;
       kw.start = st.position;
       const ValueId keys = g.add(OpKind::KvWrite, {b.constant(S + "cache.k", st.cache.key_storage(i)), kr}, kw,
                                  S + "cache.k.write");
-      const ValueId values = g.add(OpKind::KvWrite, {b.constant(S + "cache.v", st.cache.value_storage(i)), row(v, "v")},
+      const ValueId values = g.add(OpKind::KvWrite, {b.constant(S + "cache.v", st.cache.value_storage(i)), own(v, "v")},
                                    kw, S + "cache.v.write");
       OpAttrs at;
       at.causal = true;
@@ -525,31 +443,39 @@ DecoderStep Decoder::forward_batch(const std::vector<int32_t>& ids, const std::v
       at.window = local ? s.sliding_window : 0;
       at.attn_scale = s.attn_scale;
       const ValueId o = g.add(OpKind::Attention, {qr, keys, values}, at, S + "attention");
-      outs.push_back(b.reshape(o, {1, Hq * D}, S + "merge_heads"));
+      outs.push_back(b.reshape(o, {T, Hq * D}, S + "merge_heads"));
+      first += T;
     }
-    ValueId o = B > 1 ? g.add(OpKind::Concat, outs, rows_cat, L + "sequences") : outs[0];
-    o = b.matmul_rows(o, B, lw.o, {}, L + "o");
+    ValueId o = one ? outs[0] : g.add(OpKind::Concat, outs, rows_cat, L + "sequences");
+    o = mm(o, lw.o, {}, L + "o");
     if (s.sandwich_norms) o = b.rms_norm(o, lw.post_attn_norm, s, L + "post_attn_norm");
     x = g.add(OpKind::Add, {x, o}, {}, L + "attn_residual");
 
     h = b.rms_norm(x, lw.ffn_norm, s, L + "ffn_norm");
     ValueId gate, up;
     if (lw.gate_up.defined()) {
-      const ValueId gu = b.matmul_rows(h, B, lw.gate_up, {}, L + "gate_up");
+      const ValueId gu = mm(h, lw.gate_up, {}, L + "gate_up");
       gate = b.columns(gu, 0, s.intermediate, L + "gate");
       up = b.columns(gu, s.intermediate, 2 * s.intermediate, L + "up");
     } else {
-      gate = b.matmul_rows(h, B, lw.gate, {}, L + "gate");
-      up = b.matmul_rows(h, B, lw.up, {}, L + "up");
+      gate = mm(h, lw.gate, {}, L + "gate");
+      up = mm(h, lw.up, {}, L + "up");
     }
     gate = g.add(activation_op(s.act), {gate}, {}, L + "act");
     ValueId m = g.add(OpKind::Mul, {gate, up}, {}, L + "gated");
-    m = b.matmul_rows(m, B, lw.down, {}, L + "down");
+    m = mm(m, lw.down, {}, L + "down");
     if (s.sandwich_norms) m = b.rms_norm(m, lw.post_ffn_norm, s, L + "post_ffn_norm");
     x = g.add(OpKind::Add, {x, m}, {}, L + "ffn_residual");
   }
+  if (one && !all_logits && N > 1) {  // only the last token's logits are wanted: skip the other rows
+    OpAttrs a;
+    a.axis = 0;
+    a.start = N - 1;
+    a.end = N;
+    x = g.add(OpKind::Slice, {x}, a, "last_row");
+  }
   x = b.rms_norm(x, w.final_norm, s, "final_norm");
-  const ValueId logits = b.matmul_rows(x, B, w.output, {}, "output");
+  const ValueId logits = mm(x, w.output, {}, "output");
   g.mark_output(logits);
 
   HostBackend host;
@@ -559,9 +485,9 @@ DecoderStep Decoder::forward_batch(const std::vector<int32_t>& ids, const std::v
   out.report = exec.run(g);
   out.logits = host::to_f32(g.get(logits));
   if (s.final_softcap > 0.0f) softcap_logits(out.logits, s.final_softcap);
-  for (DecoderState* st : states) {
-    st->cache.set_length(st->position + 1);
-    st->position += 1;
+  for (size_t j = 0; j < states.size(); ++j) {
+    states[j]->cache.set_length(states[j]->position + rows[j]);
+    states[j]->position += rows[j];
   }
   return out;
 }

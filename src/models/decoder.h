@@ -62,6 +62,9 @@ class Decoder {
                             std::vector<Backend*> backends = {}) const;
 
  private:
+  // What forward and forward_batch share, after their checks (decoder.cpp).
+  DecoderStep step(const std::vector<int32_t>& ids, const std::vector<int64_t>& rows,
+                   const std::vector<DecoderState*>& states, bool all_logits, std::vector<Backend*> backends) const;
   struct Impl;
   DecoderSpec spec_;
   std::shared_ptr<const WeightSource> source_;

@@ -9,14 +9,15 @@ RequestQueue::RequestQueue(int slots, int max_waiting) : slots_(std::max(1, slot
 
 RequestQueue::Ticket& RequestQueue::Ticket::operator=(Ticket&& o) noexcept {
   if (this != &o) {
-    if (q_) q_->release_ticket();
+    if (q_) q_->release_ticket(seq_);
     q_ = std::exchange(o.q_, nullptr);
+    seq_ = o.seq_;
   }
   return *this;
 }
 
 RequestQueue::Ticket::~Ticket() {
-  if (q_) q_->release_ticket();
+  if (q_) q_->release_ticket(seq_);
 }
 
 RequestQueue::Turn& RequestQueue::Turn::operator=(Turn&& o) noexcept {
@@ -42,18 +43,24 @@ RequestQueue::Ticket RequestQueue::admit() {
                     1 + std::max(0, ahead) / slots_);
   }
   ++waiting_;
-  return Ticket(this);
+  const uint64_t seq = next_seq_++;
+  line_.insert(seq);
+  return Ticket(this, seq);
 }
 
 RequestQueue::Turn RequestQueue::wait(Ticket ticket, Clock::time_point deadline) {
   if (ticket.q_ != this) throw std::invalid_argument("RequestQueue::wait: the ticket is empty or of another queue");
   std::unique_lock<std::mutex> lock(mu_);
-  if (!freed_.wait_until(lock, deadline, [&] { return running_ < slots_; }))
+  // A free slot goes to the oldest waiting ticket.
+  const auto my_turn = [&] { return running_ < slots_ && *line_.begin() == ticket.seq_; };
+  if (!freed_.wait_until(lock, deadline, my_turn))
     throw QueueTimeout("the request waited past its deadline for the model (" + std::to_string(running_) +
                        " running, " + std::to_string(waiting_) + " waiting)");
   ticket.q_ = nullptr;  // its place in line becomes the slot
+  line_.erase(ticket.seq_);
   --waiting_;
   ++running_;
+  if (running_ < slots_ && !line_.empty()) freed_.notify_all();  // a slot is still free: wake the next
   return Turn(this);
 }
 
@@ -67,9 +74,13 @@ int RequestQueue::waiting() const {
   return waiting_;
 }
 
-void RequestQueue::release_ticket() {
-  std::lock_guard<std::mutex> lock(mu_);
-  --waiting_;
+void RequestQueue::release_ticket(uint64_t seq) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --waiting_;
+    line_.erase(seq);
+  }
+  freed_.notify_all();  // the next in line may now be at the front
 }
 
 void RequestQueue::release_turn() {

@@ -2,6 +2,7 @@
 // embedding or speech model, whose one pass already uses every core; the batch size for an LLM,
 // whose sequences decode together) and at most `max_waiting` more wait for a slot. A request past
 // that is refused at once (HTTP 429 with Retry-After) instead of growing memory without bound.
+// Slots go to waiting requests first come, first served, so no request starves behind later ones.
 //
 //   RequestQueue::Ticket t = m->queue.admit();            // QueueFull: 429, before any response
 //   RequestQueue::Turn turn = m->queue.wait(std::move(t), deadline);  // QueueTimeout: 503
@@ -9,7 +10,9 @@
 #pragma once
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -38,15 +41,16 @@ class RequestQueue {
   class Ticket {
    public:
     Ticket() = default;
-    Ticket(Ticket&& o) noexcept : q_(o.q_) { o.q_ = nullptr; }
+    Ticket(Ticket&& o) noexcept : q_(o.q_), seq_(o.seq_) { o.q_ = nullptr; }
     Ticket& operator=(Ticket&& o) noexcept;
     ~Ticket();
     bool valid() const { return q_ != nullptr; }
 
    private:
     friend class RequestQueue;
-    explicit Ticket(RequestQueue* q) : q_(q) {}
+    Ticket(RequestQueue* q, uint64_t seq) : q_(q), seq_(seq) {}
     RequestQueue* q_ = nullptr;
+    uint64_t seq_ = 0;  // its place in line
   };
 
   // A running request's slot, released on destruction.
@@ -79,13 +83,15 @@ class RequestQueue {
   int waiting() const;
 
  private:
-  void release_ticket();
+  void release_ticket(uint64_t seq);
   void release_turn();
 
   const int slots_, max_waiting_;
   mutable std::mutex mu_;
   std::condition_variable freed_;
   int running_ = 0, waiting_ = 0;
+  uint64_t next_seq_ = 0;
+  std::set<uint64_t> line_;  // waiting tickets in arrival order
 };
 
 }  // namespace xdna::serve

@@ -43,29 +43,15 @@ void handle_audio(Server& s, const httplib::Request& req, httplib::Response& res
   res.set_content(body, is_json ? "application/json" : "text/plain; charset=utf-8");
 }
 
-void post_audio(Server& s, const std::string& path, bool translate) {
-  s.post(path, [&s, translate](const httplib::Request& req, httplib::Response& res) {
-    try {
-      handle_audio(s, req, res, translate);
-    } catch (const ApiError& e) {
-      send_error(res, e.status, e.what(), "invalid_request_error", e.code, e.param);
-    } catch (const QueueFull& e) {
-      send_queue_full(res, e);
-    } catch (const QueueTimeout& e) {
-      send_queue_timeout(res, e);
-    } catch (const ModelTooLarge& e) {
-      send_error(res, 507, e.what(), "server_error", "insufficient_memory", "model");
-    } catch (const std::invalid_argument& e) {  // options the model refused (language, task)
-      send_error(res, 400, e.what(), "invalid_request_error", "invalid_value");
-    }
-  });
-}
-
 }  // namespace
 
 void add_audio_routes(Server& s) {
-  post_audio(s, "/v1/audio/transcriptions", /*translate=*/false);
-  post_audio(s, "/v1/audio/translations", /*translate=*/true);
+  // An std::invalid_argument here: options the model refused (language, task).
+  for (const bool translate : {false, true})
+    s.post(translate ? "/v1/audio/translations" : "/v1/audio/transcriptions",
+           openai_route([&s, translate](const httplib::Request& req, httplib::Response& res) {
+             handle_audio(s, req, res, translate);
+           }));
 }
 
 }  // namespace xdna::serve

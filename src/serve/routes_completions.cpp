@@ -265,29 +265,14 @@ void handle_completion(Server& s, const httplib::Request& req, httplib::Response
   send_json(res, body);
 }
 
-void post_completion(Server& s, const std::string& path, bool chat) {
-  s.post(path, [&s, chat](const httplib::Request& req, httplib::Response& res) {
-    try {
-      handle_completion(s, req, res, chat);
-    } catch (const ApiError& e) {
-      send_error(res, e.status, e.what(), "invalid_request_error", e.code, e.param);
-    } catch (const QueueFull& e) {
-      send_queue_full(res, e);
-    } catch (const QueueTimeout& e) {
-      send_queue_timeout(res, e);
-    } catch (const ModelTooLarge& e) {
-      send_error(res, 507, e.what(), "server_error", "insufficient_memory", "model");
-    } catch (const std::invalid_argument& e) {  // input the pipeline refused
-      send_error(res, 400, e.what(), "invalid_request_error", "invalid_value");
-    }
-  });
-}
-
 }  // namespace
 
 void add_completion_routes(Server& s) {
-  post_completion(s, "/v1/chat/completions", /*chat=*/true);
-  post_completion(s, "/v1/completions", /*chat=*/false);
+  for (const bool chat : {true, false})
+    s.post(chat ? "/v1/chat/completions" : "/v1/completions",
+           openai_route([&s, chat](const httplib::Request& req, httplib::Response& res) {
+             handle_completion(s, req, res, chat);
+           }));
 }
 
 }  // namespace xdna::serve

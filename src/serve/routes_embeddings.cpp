@@ -144,21 +144,9 @@ void handle_embeddings(Server& s, const httplib::Request& req, httplib::Response
 }  // namespace
 
 void add_embedding_routes(Server& s) {
-  s.post("/v1/embeddings", [&s](const httplib::Request& req, httplib::Response& res) {
-    try {
-      handle_embeddings(s, req, res);
-    } catch (const ApiError& e) {
-      send_error(res, e.status, e.what(), "invalid_request_error", e.code, e.param);
-    } catch (const QueueFull& e) {
-      send_queue_full(res, e);
-    } catch (const QueueTimeout& e) {
-      send_queue_timeout(res, e);
-    } catch (const ModelTooLarge& e) {
-      send_error(res, 507, e.what(), "server_error", "insufficient_memory", "model");
-    } catch (const std::invalid_argument& e) {  // input the pipeline refused
-      send_error(res, 400, e.what(), "invalid_request_error", "invalid_value", "input");
-    }
-  });
+  s.post("/v1/embeddings", openai_route([&s](const httplib::Request& req, httplib::Response& res) {
+           handle_embeddings(s, req, res);
+         }, "input"));
 }
 
 }  // namespace xdna::serve

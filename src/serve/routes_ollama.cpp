@@ -523,9 +523,11 @@ Handler ollama_handler(F f) {
       send_ollama_error(res, 429, e.what());
     } catch (const QueueTimeout& e) {
       send_ollama_error(res, 503, e.what());
+    } catch (const ModelTooLarge& e) {  // the model cannot fit the server's --max-memory
+      send_ollama_error(res, 507, e.what());
     } catch (const std::invalid_argument& e) {  // input the pipeline refused
       send_ollama_error(res, 400, e.what());
-    } catch (const std::exception& e) {  // a model that cannot be loaded (or does not fit)
+    } catch (const std::exception& e) {  // a model that cannot be loaded
       send_ollama_error(res, 500, e.what());
     }
   };

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <thread>
 
+#include "serve/openai_requests.h"
+
 namespace xdna::serve {
 
 using nlohmann::json;
@@ -64,7 +66,7 @@ std::string iso8601_utc_now() {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char buf[32];
+  char buf[64];  // room for any int the compiler imagines in each field
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
                 tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
   return buf;
@@ -102,6 +104,25 @@ void send_queue_full(httplib::Response& res, const QueueFull& e) {
 
 void send_queue_timeout(httplib::Response& res, const QueueTimeout& e) {
   send_error(res, 503, e.what(), "server_error", "timeout");
+}
+
+Handler openai_route(Handler handler, std::string invalid_value_param) {
+  return [handler = std::move(handler), param = std::move(invalid_value_param)](const httplib::Request& req,
+                                                                                 httplib::Response& res) {
+    try {
+      handler(req, res);
+    } catch (const ApiError& e) {
+      send_error(res, e.status, e.what(), "invalid_request_error", e.code, e.param);
+    } catch (const QueueFull& e) {
+      send_queue_full(res, e);
+    } catch (const QueueTimeout& e) {
+      send_queue_timeout(res, e);
+    } catch (const ModelTooLarge& e) {
+      send_error(res, 507, e.what(), "server_error", "insufficient_memory", "model");
+    } catch (const std::invalid_argument& e) {
+      send_error(res, 400, e.what(), "invalid_request_error", "invalid_value", param);
+    }
+  };
 }
 
 std::chrono::steady_clock::time_point Server::deadline() const {

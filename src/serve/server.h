@@ -104,6 +104,11 @@ void send_error(httplib::Response& res, int status, const std::string& message,
 void send_queue_full(httplib::Response& res, const QueueFull& e);
 void send_queue_timeout(httplib::Response& res, const QueueTimeout& e);
 
+// An OpenAI route's handler that answers every failure as an OpenAI error object: an ApiError as
+// it says, a full queue 429, a timeout 503, a model over --max-memory 507, and an
+// std::invalid_argument from the pipeline (input it refused) 400 "invalid_value" with `param`.
+Handler openai_route(Handler handler, std::string invalid_value_param = "");
+
 // Fronts.
 void add_system_routes(Server& s);  // GET /health
 void add_model_routes(Server& s);   // GET /v1/models, GET /v1/models/{id}

@@ -132,6 +132,21 @@ TEST_F(CliTest, BadConfigFilesAreClearErrors) {
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("\"port\" must be an integer"), std::string::npos) << r.out;
 
+  write_config("{\"max_memory\": \"lots\"}");
+  r = npu("model ls");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("\"max_memory\": 'lots' is not a size"), std::string::npos) << r.out;
+
+  write_config("{\"max_batch\": 0}");
+  r = npu("model ls");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("\"max_batch\" must be in 1..256"), std::string::npos) << r.out;
+
+  write_config("{\"request_timeout\": -5}");
+  r = npu("model ls");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("\"request_timeout\" must be a positive number"), std::string::npos) << r.out;
+
   write_config("{not json");
   r = npu("model ls");
   EXPECT_NE(r.rc, 0);
@@ -182,7 +197,11 @@ TEST_F(CliTest, ServeAnswersAndStopsCleanlyOnSigterm) {
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_addclose(&fa, out[0]);
   const std::string store_dir = (dir_ / "serve-store").string();
-  const char* argv[] = {XDNA_NPU_BINARY, "serve", "--port", "0", "--store", store_dir.c_str(), nullptr};
+  // The server's limits come from the config file too (flags would override them).
+  const std::string config = (dir_ / "serve-config.json").string();
+  std::ofstream(config) << R"({"max_body": "2KiB", "max_queue": 3, "request_timeout": 30})";
+  const char* argv[] = {XDNA_NPU_BINARY, "--config", config.c_str(), "serve", "--port", "0", "--store", store_dir.c_str(),
+                        nullptr};
   pid_t pid = 0;
   ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, const_cast<char**>(argv), environ), 0);
   posix_spawn_file_actions_destroy(&fa);
@@ -203,6 +222,11 @@ TEST_F(CliTest, ServeAnswersAndStopsCleanlyOnSigterm) {
   auto m = client.Get("/v1/models");
   ASSERT_TRUE(m);
   EXPECT_EQ(json::parse(m->body)["object"], "list");
+  auto big = client.Post("/v1/embeddings", json({{"model", "x"}, {"input", std::string(4096, 'a')}}).dump(),
+                         "application/json");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413) << big->body;
+  EXPECT_NE(big->body.find("2048"), std::string::npos) << big->body;  // the config's max_body
 
   kill(pid, SIGTERM);
   int status = 0;

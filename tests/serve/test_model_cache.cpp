@@ -260,6 +260,16 @@ TEST_F(ModelCacheTest, ServerAnswers507ForAModelOverTheBudget) {
                           json({{"model", "tiny-llm"}, {"stream", true}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}})
                               .dump(),
                           "application/json"));
+  // Ollama's routes say the same in Ollama's error shape.
+  for (const auto& [path, body] : {std::pair<std::string, json>{"/api/embed", {{"model", "tiny-a"}, {"input", "hello"}}},
+                                   {"/api/generate", {{"model", "tiny-llm"}, {"prompt", "hi"}, {"stream", false}}}}) {
+    auto r = client->Post(path, body.dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 507) << path << ": " << r->body;
+    const json e = json::parse(r->body);
+    ASSERT_TRUE(e["error"].is_string()) << e;
+    EXPECT_NE(e["error"].get<std::string>().find("--max-memory"), std::string::npos) << e;
+  }
   auto health = client->Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);

@@ -91,7 +91,7 @@ TEST_F(RequestLogTest, SaneClientIdsAreEchoedOthersReplaced) {
   EXPECT_EQ(client_->Get("/health", {{"X-Request-Id", std::string(64, 'a')}})->get_header_value("X-Request-Id"),
             std::string(64, 'a'));
   // Too long, a space, a quote, empty: replaced by a generated id.
-  for (const std::string bad : {std::string(65, 'a'), std::string("has space"), std::string("q\"uote"), std::string()}) {
+  for (const std::string& bad : {std::string(65, 'a'), std::string("has space"), std::string("q\"uote"), std::string()}) {
     auto r = client_->Get("/health", {{"X-Request-Id", bad}});
     ASSERT_TRUE(r);
     const std::string id = r->get_header_value("X-Request-Id");

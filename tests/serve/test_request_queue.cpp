@@ -12,6 +12,8 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -136,6 +138,51 @@ TEST(RequestQueue, AWaiterIsWokenWhenASlotFrees) {
   waiter.join();
   EXPECT_TRUE(got);
   EXPECT_EQ(q.running(), 0);
+}
+
+// Slots go to waiters in the order they were admitted, whatever order their threads start
+// waiting in: no request starves behind later ones (the load test's p99 depends on it).
+TEST(RequestQueue, SlotsGoFirstComeFirstServed) {
+  RequestQueue q(1, 8);
+  auto run = std::make_unique<RequestQueue::Turn>(q.enter(in(1000ms)));
+  constexpr int kWaiters = 5;
+  std::vector<RequestQueue::Ticket> tickets;
+  for (int i = 0; i < kWaiters; ++i) tickets.push_back(q.admit());
+  std::mutex order_mu;
+  std::vector<int> order;
+  std::vector<std::thread> threads;
+  for (int i = kWaiters - 1; i >= 0; --i) {  // the youngest ticket starts waiting first
+    threads.emplace_back([&, i] {
+      RequestQueue::Turn t = q.wait(std::move(tickets[i]), in(10000ms));
+      std::lock_guard<std::mutex> lock(order_mu);
+      order.push_back(i);
+    });
+    std::this_thread::sleep_for(5ms);
+  }
+  run.reset();
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(q.running(), 0);
+  EXPECT_EQ(q.waiting(), 0);
+}
+
+// A dropped ticket at the head of the line does not block the ones behind it.
+TEST(RequestQueue, ADroppedHeadOfLineLetsTheNextIn) {
+  RequestQueue q(1, 4);
+  auto run = std::make_unique<RequestQueue::Turn>(q.enter(in(1000ms)));
+  auto head = std::make_unique<RequestQueue::Ticket>(q.admit());
+  std::atomic<bool> got{false};
+  std::thread next([&] {
+    RequestQueue::Turn t = q.wait(q.admit(), in(10000ms));
+    got = true;
+  });
+  while (q.waiting() < 2) std::this_thread::sleep_for(1ms);
+  run.reset();  // a free slot, but the head of the line has not asked for it yet
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(got);
+  head.reset();  // the head gives up its place
+  next.join();
+  EXPECT_TRUE(got);
 }
 
 // 16 threads, 200 requests each, against 3 slots and a line of 4: never more than 3 run at once,
