@@ -40,6 +40,7 @@ void handle_audio(Server& s, const httplib::Request& req, httplib::Response& res
   const std::string body = format_transcript(t, r.response_format, r.options.task);
   const bool is_json = r.response_format == "json" || r.response_format == "verbose_json";
   res.status = 200;
+  set_backend_header(res, backends_of(t.report));
   res.set_content(body, is_json ? "application/json" : "text/plain; charset=utf-8");
 }
 

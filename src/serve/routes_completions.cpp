@@ -262,6 +262,7 @@ void handle_completion(Server& s, const httplib::Request& req, httplib::Response
   }
   json body = head.with(json::array({final_choice(r, *m->model, out)}));
   body["usage"] = usage_json(out);
+  set_backend_header(res, backends_of(out.report));
   send_json(res, body);
 }
 

@@ -131,8 +131,7 @@ void handle_embeddings(Server& s, const httplib::Request& req, httplib::Response
     if (!where.empty()) where += ',';
     where += b;
   }
-  res.headers.erase("X-Npu-Backend");  // replaces the server's default, which says "host"
-  res.set_header("X-Npu-Backend", where.empty() ? "host" : where);
+  set_backend_header(res, where.empty() ? "host" : where);
   // Inputs cut to the model's max length: never silent.
   if (!truncated.empty()) res.set_header("X-Npu-Truncated", truncated);
   send_json(res, {{"object", "list"},

@@ -193,19 +193,6 @@ Manifest store_model(Server& s, const std::string& name) {
   return *m;
 }
 
-std::string backends_of(const RunReport& report) {
-  std::set<std::string> names;
-  for (const OpRecord& op : report.ops) names.insert(op.backend);
-  std::string out;
-  for (const std::string& b : names) out += (out.empty() ? "" : ",") + b;
-  return out.empty() ? "host" : out;
-}
-
-void set_backend(httplib::Response& res, const std::string& backends) {
-  res.headers.erase("X-Npu-Backend");  // replaces the server's default, which says "host"
-  res.set_header("X-Npu-Backend", backends);
-}
-
 void check_body(Server& s, const httplib::Request& req) {
   if (req.body.size() > s.options().max_body_bytes)
     throw OllamaError(413, "request body is " + std::to_string(req.body.size()) + " bytes; at most " +
@@ -435,7 +422,7 @@ void handle_generation(Server& s, const httplib::Request& req, httplib::Response
     out = loaded.m->generate(g);
   }
   if (with_context) out.tokens.insert(out.tokens.begin(), g.prompt.begin(), g.prompt.end());
-  set_backend(res, backends_of(out.report));
+  set_backend_header(res, backends_of(out.report));
   send_json(res, reply.final(out, out.text, with_context));
 }
 
@@ -498,7 +485,7 @@ void handle_embed(Server& s, const httplib::Request& req, httplib::Response& res
     if (!legacy) normalise(it.vector);  // Ollama's /api/embed returns unit vectors
     vectors.push_back(std::move(it.vector));
   }
-  set_backend(res, backends);
+  set_backend_header(res, backends);
   if (legacy) {
     send_json(res, {{"embedding", vectors.empty() ? json::array() : vectors[0]}});
     return;

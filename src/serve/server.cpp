@@ -12,6 +12,7 @@
 #include <ctime>
 #include <random>
 #include <regex>
+#include <set>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
@@ -95,6 +96,19 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
   auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
   const json error = {{"message", message}, {"type", type}, {"param", or_null(param)}, {"code", or_null(code)}};
   send_json(res, {{"error", error}}, status);
+}
+
+std::string backends_of(const RunReport& report) {
+  std::set<std::string> names;
+  for (const OpRecord& op : report.ops) names.insert(op.backend);
+  std::string out;
+  for (const std::string& b : names) out += (out.empty() ? "" : ",") + b;
+  return out.empty() ? "host" : out;
+}
+
+void set_backend_header(httplib::Response& res, const std::string& backends) {
+  res.headers.erase("X-Npu-Backend");  // replaces the server's default, which says "host"
+  res.set_header("X-Npu-Backend", backends);
 }
 
 void send_queue_full(httplib::Response& res, const QueueFull& e) {

@@ -15,6 +15,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "core/graph.h"
 #include "models/model_store.h"
 #include "serve/metrics.h"
 #include "serve/model_cache.h"
@@ -99,6 +100,11 @@ void send_json(httplib::Response& res, const nlohmann::json& body, int status = 
 void send_error(httplib::Response& res, int status, const std::string& message,
                 const std::string& type = "invalid_request_error", const std::string& code = "",
                 const std::string& param = "");
+
+// The backends a run's ops went to ("host", "npu-sim (modelled)" ...), comma-separated; "host"
+// when the report is empty. set_backend_header puts it in X-Npu-Backend (replacing the default).
+std::string backends_of(const RunReport& report);
+void set_backend_header(httplib::Response& res, const std::string& backends);
 
 // A full model queue: 429 with Retry-After; a request that waited past its deadline: 503.
 void send_queue_full(httplib::Response& res, const QueueFull& e);

@@ -6,12 +6,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "models/model_store.h"
 #include "serve/server.h"
@@ -104,9 +108,40 @@ class ServerSuite : public ::testing::Test {
     client_ = server_->client();
   }
 
+  // POST a JSON body; ok(): a 200 JSON response's body, parsed (the test fails otherwise), which
+  // says once where its work ran (these servers run every model on the host).
+  httplib::Result post(const std::string& path, const nlohmann::json& body) {
+    return client_->Post(path.c_str(), body.dump(), "application/json");
+  }
+  nlohmann::json ok(const httplib::Result& r) {
+    EXPECT_TRUE(r);
+    if (!r) return {};
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+    EXPECT_EQ(r->get_header_value_count("X-Npu-Backend"), 1u);
+    EXPECT_EQ(r->get_header_value("X-Npu-Backend"), "host");
+    return nlohmann::json::parse(r->body);
+  }
+
   static inline std::filesystem::path dir_;
   static inline std::unique_ptr<RunningServer> server_;
   std::unique_ptr<httplib::Client> client_;
 };
+
+// A valid 16-bit PCM mono WAV of `samples` samples of a tone at 16 kHz.
+inline std::string tone_wav(uint32_t samples) {
+  std::string w;
+  const auto u32 = [&](uint32_t v) { w.append(reinterpret_cast<const char*>(&v), 4); };
+  const auto u16 = [&](uint16_t v) { w.append(reinterpret_cast<const char*>(&v), 2); };
+  w += "RIFF";
+  u32(36 + 2 * samples);
+  w += "WAVEfmt ";
+  u32(16), u16(1), u16(1), u32(16000), u32(32000), u16(2), u16(16);
+  w += "data";
+  u32(2 * samples);
+  for (uint32_t i = 0; i < samples; ++i)
+    u16(static_cast<uint16_t>(static_cast<int16_t>(8000 * std::sin(i * 0.1728))));
+  return w;
+}
 
 }  // namespace xdna::test

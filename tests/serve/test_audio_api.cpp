@@ -30,21 +30,8 @@ void add_manifest(const fs::path& store, const std::string& name, const std::str
   test::add_store_model(store, name, family, "ctranslate2", "f16");
 }
 
-// A valid 16-bit PCM mono WAV of `seconds` of a 440 Hz tone at 16 kHz.
-std::string tone_wav(double seconds) {
-  const uint32_t n = static_cast<uint32_t>(seconds * 16000);
-  std::string w;
-  const auto u32 = [&](uint32_t v) { w.append(reinterpret_cast<const char*>(&v), 4); };
-  const auto u16 = [&](uint16_t v) { w.append(reinterpret_cast<const char*>(&v), 2); };
-  w += "RIFF";
-  u32(36 + 2 * n);
-  w += "WAVEfmt ";
-  u32(16), u16(1), u16(1), u32(16000), u32(32000), u16(2), u16(16);
-  w += "data";
-  u32(2 * n);
-  for (uint32_t i = 0; i < n; ++i) u16(static_cast<uint16_t>(static_cast<int16_t>(8000 * std::sin(i * 0.1728))));
-  return w;
-}
+// A valid 16-bit PCM mono WAV of `seconds` of a tone at 16 kHz.
+std::string tone_wav(double seconds) { return test::tone_wav(static_cast<uint32_t>(seconds * 16000)); }
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -176,6 +163,8 @@ TEST_F(AudioApi, TranscribesAllFormats) {
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
     EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+    EXPECT_EQ(r->get_header_value_count("X-Npu-Backend"), 1u);  // from the run's report
+    EXPECT_EQ(r->get_header_value("X-Npu-Backend"), "host");
     const json j = json::parse(r->body);
     EXPECT_EQ(normalise(j["text"]), kClipText) << j;
   }

@@ -20,6 +20,7 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace xdna;
+using xdna::test::tone_wav;
 
 namespace {
 
@@ -47,20 +48,6 @@ std::string multipart(const std::vector<Part>& parts) {
 }
 const std::string kMultipart = std::string("multipart/form-data; boundary=") + kBoundary;
 
-// A valid 16-bit PCM mono WAV of `n` samples of a tone at 16 kHz.
-std::string tone_wav(uint32_t n) {
-  std::string w;
-  const auto u32 = [&](uint32_t v) { w.append(reinterpret_cast<const char*>(&v), 4); };
-  const auto u16 = [&](uint16_t v) { w.append(reinterpret_cast<const char*>(&v), 2); };
-  w += "RIFF";
-  u32(36 + 2 * n);
-  w += "WAVEfmt ";
-  u32(16), u16(1), u16(1), u32(16000), u32(32000), u16(2), u16(16);
-  w += "data";
-  u32(2 * n);
-  for (uint32_t i = 0; i < n; ++i) u16(static_cast<uint16_t>(static_cast<int16_t>(8000 * std::sin(i * 0.1728))));
-  return w;
-}
 
 struct Case {
   std::string name;  // what is wrong, for the failure message

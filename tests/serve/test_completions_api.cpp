@@ -70,16 +70,6 @@ class CompletionsApi : public test::ServerSuite<CompletionsApi> {
     delete ref_;
   }
 
-  httplib::Result post(const std::string& path, const json& body) {
-    return client_->Post(path.c_str(), body.dump(), "application/json");
-  }
-  json ok(const httplib::Result& r) {
-    EXPECT_TRUE(r);
-    if (!r) return {};
-    EXPECT_EQ(r->status, 200) << r->body;
-    EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
-    return json::parse(r->body);
-  }
   // A 4xx response's error object, checked for the OpenAI shape.
   json error(const httplib::Result& r, int status) {
     EXPECT_TRUE(r);

@@ -64,16 +64,6 @@ class OllamaApi : public test::ServerSuite<OllamaApi> {
     delete embed_ref_;
   }
 
-  httplib::Result post(const std::string& path, const json& body) {
-    return client_->Post(path.c_str(), body.dump(), "application/json");
-  }
-  json ok(const httplib::Result& r) {
-    EXPECT_TRUE(r);
-    if (!r) return {};
-    EXPECT_EQ(r->status, 200) << r->body;
-    EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
-    return json::parse(r->body);
-  }
   // Ollama's error shape: exactly {"error": "message"}; returns the message.
   std::string error(const httplib::Result& r, int status) {
     EXPECT_TRUE(r);
