@@ -188,6 +188,19 @@ TEST_F(CliTest, ModelCatalogJson) {
   EXPECT_TRUE(j[0]["packages"][0]["version"].is_string());
 }
 
+// Serve's start-up checks stop it before it listens, naming what was wrong.
+TEST_F(CliTest, ServeRefusesABadPreloadOrSizeBeforeListening) {
+  Result r = npu("serve --port 0 --preload no-such-model");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("--preload no-such-model: no such model in the store"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("listening"), std::string::npos) << r.out;
+
+  r = npu("serve --port 0 --max-memory lots");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("'lots' is not a size"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("listening"), std::string::npos) << r.out;
+}
+
 // Starts `npu serve --port 0`, reads the port from its first line, queries it, then SIGTERMs it.
 TEST_F(CliTest, ServeAnswersAndStopsCleanlyOnSigterm) {
   int out[2];
