@@ -200,9 +200,9 @@ void Server::on_error(const httplib::Request& req, httplib::Response& res) {
   if (res.status == 404) {
     // Known path, other method: 405 with the methods that exist, as HTTP asks.
     std::string allow;
-    for (const auto& [pattern, methods] : methods_) {
-      if (!std::regex_match(req.path, std::regex(pattern))) continue;
-      for (const std::string& m : methods) allow += (allow.empty() ? "" : ", ") + m;
+    for (const auto& [pattern, re] : routes_) {  // compiled once, at registration
+      if (!std::regex_match(req.path, re)) continue;
+      for (const std::string& m : methods_.at(pattern)) allow += (allow.empty() ? "" : ", ") + m;
     }
     if (!allow.empty()) {
       res.set_header("Allow", allow);

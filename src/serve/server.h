@@ -91,7 +91,7 @@ class Server {
   int port_ = 0;
   std::atomic<bool> stop_requested_{false};
   std::map<std::string, std::set<std::string>> methods_;  // pattern -> methods, for 405 + Allow
-  std::vector<std::pair<std::string, std::regex>> routes_;  // patterns in registration order (metrics label)
+  std::vector<std::pair<std::string, std::regex>> routes_;  // compiled patterns in registration order (405, metrics label)
 };
 
 // Response helpers shared by all fronts.
