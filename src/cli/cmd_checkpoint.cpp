@@ -16,7 +16,7 @@
 #include "weights/ctranslate2.h"
 #include "weights/baked.h"
 #include "weights/gguf.h"
-#include "weights/sha256.h"
+#include "core/sha256.h"
 #include "weights/source.h"
 
 namespace xdna::cli {

@@ -20,6 +20,9 @@ void add_generate_command(CLI::App& app);    // cmd_generate.cpp
 void add_chat_command(CLI::App& app);        // cmd_chat.cpp
 void add_perplexity_command(CLI::App& app);  // cmd_perplexity.cpp
 void add_transcribe_command(CLI::App& app);  // cmd_transcribe.cpp
+void add_design_command(CLI::App& app);      // cmd_design.cpp
+void add_design_dump_command(CLI::App& design);  // cmd_design_dump.cpp, under `design`
+void add_design_emit_command(CLI::App& design);  // cmd_design_emit.cpp, under `design` (emit, package)
 
 // "8GiB", "512M", "1048576" -> bytes (cmd_serve.cpp). Throws std::invalid_argument naming the text.
 uint64_t parse_byte_size(const std::string& text);

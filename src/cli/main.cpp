@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   xdna::cli::add_chat_command(app);
   xdna::cli::add_perplexity_command(app);
   xdna::cli::add_transcribe_command(app);
+  xdna::cli::add_design_command(app);
 
   app.parse_complete_callback([&] {
     xdna::cli::set_global_config(xdna::cli::load_config(config_path));  // flags override it

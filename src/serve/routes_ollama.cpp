@@ -15,7 +15,7 @@
 #include "serve/ollama_requests.h"
 #include "serve/server.h"
 #include "weights/gguf.h"
-#include "weights/sha256.h"
+#include "core/sha256.h"
 #include "weights/source.h"
 #include "weights/text_file.h"
 

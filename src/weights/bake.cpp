@@ -9,7 +9,7 @@
 
 #include "core/numeric.h"
 #include "weights/baked.h"
-#include "weights/sha256.h"
+#include "core/sha256.h"
 #include "weights/source.h"
 #include "weights/text_file.h"
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "weights/sha256.h"
+#include "core/sha256.h"
 
 namespace xdna {
 

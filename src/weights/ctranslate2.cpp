@@ -11,7 +11,7 @@
 
 #include "core/buffer.h"
 #include "weights/baked.h"
-#include "weights/sha256.h"
+#include "core/sha256.h"
 #include "weights/text_file.h"
 
 namespace xdna {

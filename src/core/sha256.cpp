@@ -1,4 +1,4 @@
-#include "weights/sha256.h"
+#include "core/sha256.h"
 
 #include <openssl/evp.h>
 

@@ -1,0 +1,20 @@
+// Emits a design as input for the open toolchain (mlir-aie's IRON Python API), so the designs
+// the simulator runs can be compiled into an xclbin + instruction stream on a machine that has
+// the toolchain. One design -> one directory: design.py (the IRON program: workers, object FIFOs,
+// memtile splits/joins, the runtime sequence) and a Makefile with the exact aiecc commands; the
+// kernels are the pinned mlir-aie release's kernel library where it has them (docs/npu-toolchain.md).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "npu/design.h"
+
+namespace xdna::npu {
+
+// The IRON program for `d` (Python source). Throws std::invalid_argument naming the kernel
+// when a core runs a kernel the emitter has no mapping for.
+std::string emit_iron(const Design& d);
+// Writes design.py, design.json and Makefile into `dir` (created); returns the file paths.
+std::vector<std::string> emit_design_dir(const Design& d, const std::string& dir);
+
+}  // namespace xdna::npu
