@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
-#include "weights/sha256.h"
+#include "core/sha256.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

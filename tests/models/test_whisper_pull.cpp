@@ -13,7 +13,7 @@
 
 #include "models/model_store.h"
 #include "weights/baked.h"
-#include "weights/sha256.h"
+#include "core/sha256.h"
 
 namespace {
 

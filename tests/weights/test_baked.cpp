@@ -6,7 +6,7 @@
 #include "weights/bake.h"
 #include "weights/baked.h"
 #include "weights/gguf.h"
-#include "weights/sha256.h"
+#include "core/sha256.h"
 #include "weights_test_util.h"
 
 using namespace xdna;
