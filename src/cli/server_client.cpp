@@ -61,7 +61,7 @@ ServerClient::ServerClient(std::string url) : url_(std::move(url)), http_(std::m
   http_->set_write_timeout(60, 0);
 }
 
-std::optional<ServerClient> ServerClient::find(const ServerFlags& flags) {
+std::optional<ServerClient> ServerClient::find(const ServerFlags& flags, std::string* why) {
   const std::string url = server_url(flags);
   if (url.rfind("http://", 0) != 0)
     throw std::invalid_argument("--server " + url + ": only http://HOST:PORT is supported");
@@ -71,9 +71,15 @@ std::optional<ServerClient> ServerClient::find(const ServerFlags& flags) {
   probe.set_read_timeout(2, 0);
   authorize(probe);
   const httplib::Result r = probe.Get("/health");
-  if (!r || r->status != 200) return std::nullopt;
+  auto fail = [&](const std::string& reason) -> std::optional<ServerClient> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  if (!r) return fail(httplib::to_string(r.error()));
+  if (r->status == 401) return fail("GET /health answered 401: the server wants an API key (config `api_key`)");
+  if (r->status != 200) return fail("GET /health answered " + std::to_string(r->status));
   const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
-  if (!j.is_object() || j.value("status", std::string()) != "ok") return std::nullopt;  // not an `npu serve`
+  if (!j.is_object() || j.value("status", std::string()) != "ok") return fail("not an `npu serve` (/health)");
   return ServerClient(url);
 }
 
@@ -149,10 +155,12 @@ nlohmann::json ServerClient::get_json(const std::string& path) {
 std::optional<ServerClient> choose_server(const char* cmd, const ServerFlags& flags, const std::string& model,
                                           const std::string& in_process_reason) {
   if (flags.no_server) return std::nullopt;
-  std::optional<ServerClient> server = ServerClient::find(flags);
+  std::string why;
+  std::optional<ServerClient> server = ServerClient::find(flags, &why);
   if (!server) {
-    if (!flags.url.empty())  // asked for by name: say that it was not there
-      std::fprintf(stderr, "npu %s: no server answering at %s; running in-process\n", cmd, server_url(flags).c_str());
+    if (!flags.url.empty())  // asked for by name: running elsewhere would be a silent fallback
+      throw std::runtime_error("--server " + server_url(flags) + ": no server answering (" + why +
+                               "); start one with `npu serve`, or pass --no-server to run in this process");
     return std::nullopt;
   }
   std::string reason = in_process_reason;

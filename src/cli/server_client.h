@@ -1,7 +1,8 @@
 // The CLI's model commands as clients of a running `npu serve`: the model stays loaded once, in
 // the server, and the NPU has one user. Where the server is: --server URL, else the config's
 // `host`/`port`, else http://127.0.0.1:11435. A quick GET /health says whether it is up;
-// --no-server (or nothing answering) runs the command in-process instead.
+// --no-server, or no server answering at the configured/default address, runs the command
+// in-process instead; a --server URL that does not answer is an error.
 #pragma once
 #include <functional>
 #include <memory>
@@ -32,9 +33,10 @@ struct ServerError : std::runtime_error {
 
 class ServerClient {
  public:
-  // The server `flags` point at when it answers GET /health, else nullopt. Never throws for a
-  // server that is down; throws std::invalid_argument for a malformed --server URL.
-  static std::optional<ServerClient> find(const ServerFlags& flags);
+  // The server `flags` point at when it answers GET /health, else nullopt (and, when `why` is
+  // given, what the probe got: no connection, an error status, not an `npu serve`). Never throws
+  // for a server that is down; throws std::invalid_argument for a malformed --server URL.
+  static std::optional<ServerClient> find(const ServerFlags& flags, std::string* why = nullptr);
 
   const std::string& url() const { return url_; }
   // POST a JSON body; the parsed JSON reply (and its headers when asked). Throws ServerError for
@@ -62,7 +64,9 @@ std::string server_url(const ServerFlags& flags);
 bool is_local_model_path(const std::string& model);
 
 // What a model command does with `flags`: the server when it is up and `in_process_reason` is empty;
-// else nullopt, saying on stderr (as "npu CMD: ...") why a server that is up was not used.
+// else nullopt, saying on stderr (as "npu CMD: ...") why a server that is up was not used. A server
+// named by --server that does not answer is an error (std::runtime_error saying what the probe
+// got), not a silent switch to running in this process.
 std::optional<ServerClient> choose_server(const char* cmd, const ServerFlags& flags, const std::string& model,
                                           const std::string& in_process_reason);
 

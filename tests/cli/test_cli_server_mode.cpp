@@ -141,11 +141,25 @@ TEST_F(CliServerMode, ModelsTheServerLacksAreItsErrors) {
   EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
 }
 
-TEST_F(CliServerMode, NoServerListeningRunsInProcess) {
+TEST_F(CliServerMode, NamedServerNotListeningIsAnError) {
   // Port 1 (tcpmux): nothing listens there on a test machine.
   const CmdResult r = npu("embed --model tiny-bert x --server http://127.0.0.1:1");
-  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.err.find("no server answering"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("127.0.0.1:1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--no-server"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(npu("generate --model tiny-chat -p hi -n 2 --server http://127.0.0.1:1").rc == 0, false);
+}
+
+TEST_F(CliServerMode, NoServerAtTheDefaultAddressRunsInProcess) {
+  // No --server: the configured address (port 1 here) is only a preference.
+  const fs::path config = dir_ / "config" / "xdna-engine" / "config.json";
+  fs::create_directories(config.parent_path());
+  std::ofstream(config) << R"({"port": 1})";
+  const CmdResult r = npu("embed --model tiny-bert x");
+  fs::remove(config);
+  EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out, npu("embed --model tiny-bert x --no-server").out);
 }
 
@@ -190,8 +204,9 @@ TEST_F(CliServerMode, ConfigApiKeyReachesAKeyedServer) {
   ASSERT_TRUE(keyed.is_running());
   const std::string url = " --server http://127.0.0.1:" + std::to_string(keyed.port());
   CmdResult r = npu("embed --model tiny-bert key" + url);  // no key: not usable, said so
-  EXPECT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.err.find("no server answering"), std::string::npos) << r.err;
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("401"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("api_key"), std::string::npos) << r.err;
 
   const fs::path config = dir_ / "config" / "xdna-engine" / "config.json";
   fs::create_directories(config.parent_path());
