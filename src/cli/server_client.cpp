@@ -75,7 +75,9 @@ std::optional<ServerClient> ServerClient::find(const ServerFlags& flags, std::st
     if (why) *why = reason;
     return std::nullopt;
   };
-  if (!r) return fail(httplib::to_string(r.error()));
+  if (!r)
+    return fail(r.error() == httplib::Error::Connection ? std::string("could not connect")
+                                                        : "no reply: " + httplib::to_string(r.error()));
   if (r->status == 401) return fail("GET /health answered 401: the server wants an API key (config `api_key`)");
   if (r->status != 200) return fail("GET /health answered " + std::to_string(r->status));
   const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
