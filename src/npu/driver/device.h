@@ -8,14 +8,22 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "npu/driver/driver_io.h"
 
 namespace xdna::npu::driver {
 
+// "EINVAL" for EINVAL ("errno 1234" for a number without a name).
+std::string errno_name(int err);
+// What `err` from `call` usually means for amdxdna ("" when nothing specific is known).
+std::string_view error_hint(std::string_view call, int err);
+
 class DriverError : public std::runtime_error {
  public:
+  // Message: "amdxdna <call> failed: <ENAME> (<strerror>): <what>"; an empty `what` is replaced
+  // by error_hint(call, err) (and left off when there is no hint either).
   DriverError(std::string call, int err, const std::string& what);
   const std::string& call() const { return call_; }
   int error() const { return err_; }  // errno
@@ -60,10 +68,13 @@ class Device {
   std::vector<HwContextInfo> hw_contexts();  // every process's, as the driver reports them
 
  private:
+  void get_info(uint32_t param, void* buffer, uint32_t size, const char* what);
   std::unique_ptr<DriverIo> io_;
 };
 
 enum class BoType : uint32_t { Shmem = 1, DevHeap = 2, Dev = 3, Cmd = 4 };
+// The largest DEV_HEAP the driver accepts on AIE2 devices (kernel aie2_pci.h AIE2_DEVM_SIZE).
+inline constexpr uint64_t kDevHeapMaxBytes = 64ull << 20;
 
 // A buffer object: CREATE_BO, GET_BO_INFO, mmap of the whole BO; unmapped and closed
 // (DRM_IOCTL_GEM_CLOSE) on destruction. Move-only.
@@ -84,6 +95,8 @@ class BufferObject {
   void sync_from_device(uint64_t offset = 0, uint64_t size = 0);
 
  private:
+  void sync(uint32_t direction, uint64_t offset, uint64_t size);
+  void release() noexcept;  // munmap + GEM_CLOSE, errors ignored
   Device* dev_ = nullptr;
   BoType type_ = BoType::Shmem;
   uint32_t handle_ = 0;

@@ -68,21 +68,56 @@ class DryRunIo final : public DriverIo {
   const std::vector<SubmittedCommand>& submitted() const { return submitted_; }
   // The contents of a live BO (what the runtime wrote through its mapping).
   const std::vector<uint8_t>& bo_bytes(uint32_t handle) const;
-  // Make the next call of `call` fail with -err (tests of error paths), once.
+  // Make the next call of `call` fail with -err (tests of error paths), once. `call` is an
+  // IoctlRecord name, or "SYNCOBJ_WAIT" for syncobj_wait (e.g. ETIME to test timeouts).
   void fail_next(const std::string& call, int err);
+
+  size_t live_bos() const { return bos_.size(); }
+  size_t live_contexts() const { return contexts_.size(); }
+
+  // The fixed bases of the answers (page-aligned, assigned in creation order). DRM fake mmap
+  // offsets start above 4 GiB (DRM_FILE_PAGE_OFFSET_START); the DEV_HEAP sits at the AIE2 device
+  // memory base (kernel aie2_pci.h AIE2_DEVM_BASE, 64 MiB AIE2_DEVM_SIZE) and DEV BOs are carved
+  // from it; other BOs get addresses from kBoAddrBase (the dry run's choice: no device maps them).
+  static constexpr uint64_t kPage = 4096;
+  static constexpr uint64_t kMapOffsetBase = 0x1'0000'0000;
+  static constexpr uint64_t kDevHeapAddr = 0x400'0000;
+  static constexpr uint64_t kDevHeapMax = 64ull << 20;
+  static constexpr uint64_t kBoAddrBase = 0x2'0000'0000;
+  static constexpr int kColumns = 8;  // aie2p.md: npu2 array, 8 columns
 
  private:
   struct Bo {
     uint32_t type = 0;
     uint64_t size = 0, map_offset = 0, xdna_addr = 0;
     std::vector<uint8_t> bytes;
+    bool mapped = false;
   };
+  struct Context {
+    uint32_t syncobj = 0, start_col = 0, num_col = 0;
+    uint64_t last_seq = 0, submitted = 0, completed = 0;
+    std::map<uint64_t, uint32_t> pending;  // seq -> command BO handle, until waited for
+  };
+  int answer(unsigned long request, uint8_t* arg, std::vector<uint8_t>& payload);
+  int create_bo(uint8_t* arg);
+  int get_bo_info(uint8_t* arg);
+  int sync_bo(uint8_t* arg);
+  int create_hwctx(uint8_t* arg, std::vector<uint8_t>& payload);
+  int destroy_hwctx(uint8_t* arg);
+  int config_hwctx(uint8_t* arg, std::vector<uint8_t>& payload);
+  int exec_cmd(uint8_t* arg, std::vector<uint8_t>& payload);
+  int get_info(uint8_t* arg, std::vector<uint8_t>& payload);
+  int set_state(uint8_t* arg, std::vector<uint8_t>& payload);
+  int gem_close(uint8_t* arg);
+  std::map<uint32_t, Context> contexts_;
+  uint32_t heap_ = 0;       // the DEV_HEAP BO's handle, 0 while there is none
+  uint64_t heap_used_ = 0;  // bytes of the heap given to DEV BOs
   std::vector<IoctlRecord> records_;
   std::vector<SubmittedCommand> submitted_;
   std::map<uint32_t, Bo> bos_;
   std::map<std::string, int> fail_next_;
   uint32_t next_bo_ = 1, next_ctx_ = 1, next_syncobj_ = 1;
-  uint64_t next_seq_ = 1, next_addr_ = 0, next_map_ = 0;
+  uint64_t next_seq_ = 1, next_addr_ = 0, next_map_ = 0;  // addr/map: bytes assigned above the bases
 };
 
 }  // namespace xdna::npu::driver
