@@ -19,9 +19,35 @@
 
 namespace xdna::npu {
 
+// Which ERT packet carries an invocation (docs/npu-runtime.md, "Command packets").
+//  StartCu: opcode START_CU, payload = cu mask + the kernel's register map (opcode 3, instruction
+//    BO address, instruction word count, data BO addresses). What XRT sends for an xclbin whose
+//    kernel takes its instruction stream as an argument (mlir-aie's host code); the driver hands
+//    it to the firmware as a non-ELF command. The default.
+//  StartNpu: opcode START_NPU, the instruction buffer address and size in the packet's own
+//    fields, then the same register map. The driver forwards it as a "partial ELF" command, so
+//    it is kept only for experiments on the first hardware run.
+enum class CommandPacket : uint8_t { StartCu, StartNpu };
+
 struct DeviceRuntimeOptions {
   std::chrono::milliseconds timeout{10000};  // per command
+  CommandPacket packet = CommandPacket::StartCu;
 };
+
+// DEV_HEAP BO size: one 64 MiB heap page, as the XDNA shim allocates on first open
+// (amd/xdna-driver src/shim/kmq/pcidev.cpp: heap_page_size; instruction and PDI BOs are carved
+// from it, so it also bounds their total size).
+inline constexpr uint64_t kDevHeapBytes = 64ull << 20;
+// mlir-aie kernel opcode for "run the transaction (instruction stream) in `instr`"
+// (amdxdna aie2_msg_priv.h: AIE2_EXEC_BUFFER_KERNEL_OP_TXN).
+inline constexpr uint32_t kKernelOpTransaction = 3;
+
+// The mlir-aie NPU kernel's register map (aiecc's kernel metadata: opcode u64 at 0x00, instr u64
+// at 0x08, ninstr u32 at 0x10, bo<i> u64 at 0x14 + 8i) as u32 words, u64 as (lo, hi).
+std::vector<uint32_t> kernel_register_map(uint64_t instr_address, uint32_t instr_words,
+                                          std::span<const uint64_t> data_addresses);
+// A START_CU packet: header (state NEW, opcode START_CU, count = 1 + regmap words), cu mask, regmap.
+std::vector<uint32_t> encode_start_cu(uint32_t cu_mask, std::span<const uint32_t> regmap);
 
 class DeviceRuntime {
  public:

@@ -1,0 +1,262 @@
+// The device runtime: the ioctl sequence XRT's XDNA shim issues for an xclbin + instruction
+// stream kernel, without XRT (docs/npu-runtime.md, "What the runtime does"):
+//   open: DEV_HEAP BO (CREATE_BO, GET_BO_INFO, mmap)
+//   per xclbin: CREATE_HWCTX, a DEV BO per CU holding its PDI (synced), CONFIG_HWCTX(CONFIG_CU)
+//   per design: a DEV BO holding the instruction stream (synced), a SHMEM BO per host argument,
+//               a CMD BO
+//   per run: copy + SYNC_BO(to device) each argument, write the packet, EXEC_CMD, syncobj wait,
+//            read the header state, SYNC_BO(from device) + copy back each argument.
+#include "npu/runtime/device_runtime.h"
+
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "core/sha256.h"
+#include "npu/artifacts/insts.h"
+#include "npu/artifacts/xclbin.h"
+#include "npu/driver/ert.h"
+
+namespace xdna::npu {
+
+std::vector<uint32_t> kernel_register_map(uint64_t instr_address, uint32_t instr_words,
+                                          std::span<const uint64_t> data_addresses) {
+  std::vector<uint32_t> w = {kKernelOpTransaction, 0, uint32_t(instr_address),
+                             uint32_t(instr_address >> 32), instr_words};
+  for (uint64_t a : data_addresses) {
+    w.push_back(uint32_t(a));
+    w.push_back(uint32_t(a >> 32));
+  }
+  return w;
+}
+
+std::vector<uint32_t> encode_start_cu(uint32_t cu_mask, std::span<const uint32_t> regmap) {
+  ert::Header h;
+  h.state = ert::State::New;
+  h.opcode = ert::Opcode::StartCu;
+  h.count = uint32_t(1 + regmap.size());
+  std::vector<uint32_t> w = {ert::encode_header(h), cu_mask};
+  w.insert(w.end(), regmap.begin(), regmap.end());
+  return w;
+}
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+uint64_t page_round(uint64_t n) { return (n + kPage - 1) / kPage * kPage; }
+
+std::string design_tag(const std::string& name) { return "design '" + name + "'"; }
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot read " + path);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// The kernel name part of an IP_LAYOUT name ("MLIR_AIE:MLIRAIE" -> "MLIR_AIE").
+std::string kernel_of(const std::string& ip) { return ip.substr(0, ip.find(':')); }
+
+}  // namespace
+
+struct DeviceRuntime::Impl {
+  // A hardware context for one xclbin: its PDI BOs must outlive the context's use of them.
+  struct Context {
+    std::vector<driver::BufferObject> pdi_bos;
+    std::unique_ptr<driver::HwContext> hw;
+    std::vector<std::string> cus;  // configured CU names, in CONFIG_CU order (= cu mask bits)
+  };
+  // One design (per runtime sequence): its instruction stream, argument and command BOs.
+  struct Loaded {
+    Context* ctx = nullptr;
+    uint32_t cu_mask = 1;
+    uint32_t instr_words = 0;
+    std::unique_ptr<driver::BufferObject> instr, cmd;
+    std::vector<driver::BufferObject> args;
+  };
+
+  Impl(std::unique_ptr<driver::DriverIo> io, artifacts::Manifest m, DeviceRuntimeOptions o)
+      : dev(std::move(io)), manifest(std::move(m)), options(o),
+        heap(dev, driver::BoType::DevHeap, kDevHeapBytes) {}
+
+  Context& context_for(const artifacts::Entry& e);
+  Loaded& load(const Design& d, const artifacts::Entry& e);
+  std::vector<uint32_t> instruction_words(const Design& d, const artifacts::Entry& e) const;
+
+  // Declaration order is destruction order reversed: designs' BOs go first, the device last.
+  driver::Device dev;
+  artifacts::Manifest manifest;
+  DeviceRuntimeOptions options;
+  driver::BufferObject heap;
+  uint32_t core_rows = 0;
+  std::map<std::string, std::unique_ptr<Context>> contexts;  // by xclbin path
+  std::map<std::string, std::unique_ptr<Loaded>> designs;    // by name + sequence hash
+};
+
+DeviceRuntime::Impl::Context& DeviceRuntime::Impl::context_for(const artifacts::Entry& e) {
+  const std::string path = manifest.dir + "/" + e.xclbin;
+  auto it = contexts.find(path);
+  if (it != contexts.end()) return *it->second;
+  const xclbin::Xclbin x = xclbin::load(path);
+  if (!x.partition) throw std::runtime_error(path + ": no AIE_PARTITION section");
+  // num_tiles = partition columns x core rows per column, as the shim computes it
+  // (amd/xdna-driver src/shim/hwctx.cpp: n_cols * get_core_rows(), the latter from AIE metadata).
+  if (core_rows == 0) {
+    core_rows = uint32_t(dev.aie_metadata().core.row_count);
+    if (core_rows == 0) throw std::runtime_error("the driver reports 0 core rows (AIE_METADATA)");
+  }
+  auto c = std::make_unique<Context>();
+  driver::HwContextParams p;
+  p.num_tiles = x.partition->column_width * core_rows;
+  p.max_opc = x.partition->operations_per_cycle;  // the shim passes the partition's ops/cycle
+  c->hw = std::make_unique<driver::HwContext>(dev, p);
+  // One CU per DPU kernel instance, with the PDI whose CDO groups name its kernel id (the
+  // shim's xclbin_parser); the PDI goes into a DEV BO (the driver refuses other BO types).
+  std::vector<driver::CuConfig> cus;
+  for (const xclbin::Ip& ip : x.ips) {
+    if (!ip.is_dpu_kernel()) continue;
+    const xclbin::Pdi* pdi = x.pdi_for_kernel(ip.kernel_id());
+    if (!pdi || pdi->image.empty())
+      throw std::runtime_error(path + ": no PDI for CU " + ip.name + " (kernel id " +
+                               std::to_string(ip.kernel_id()) + ")");
+    driver::BufferObject bo(dev, driver::BoType::Dev, pdi->image.size());
+    std::memcpy(bo.bytes().data(), pdi->image.data(), pdi->image.size());
+    bo.sync_to_device();
+    cus.push_back({bo.handle(), ip.functional()});
+    c->cus.push_back(ip.name);
+    c->pdi_bos.push_back(std::move(bo));
+  }
+  if (cus.empty()) throw std::runtime_error(path + ": no NPU (DPU) compute unit in IP_LAYOUT");
+  c->hw->configure_cus(cus);
+  return *contexts.emplace(path, std::move(c)).first->second;
+}
+
+std::vector<uint32_t> DeviceRuntime::Impl::instruction_words(const Design& d,
+                                                             const artifacts::Entry& e) const {
+  // The artifact's stream is used only when it was built for this runtime sequence: the same
+  // design name covers several sequences (the KV context length is not part of the name).
+  if (!e.insts.empty()) {
+    const std::string design_json = manifest.dir + "/" + d.name + "/design.json";
+    bool same = true;
+    if (std::ifstream(design_json).good())
+      same = design_to_json(load_design(design_json))["sequence"] == design_to_json(d)["sequence"];
+    if (same) {
+      const std::vector<uint8_t> bytes = read_file(manifest.dir + "/" + e.insts);
+      if (bytes.empty() || bytes.size() % 4)
+        throw std::runtime_error(manifest.dir + "/" + e.insts + ": not a whole number of u32 words");
+      std::vector<uint32_t> w(bytes.size() / 4);
+      std::memcpy(w.data(), bytes.data(), bytes.size());
+      return w;
+    }
+  }
+  return insts::encode(insts::lower_sequence(d));
+}
+
+DeviceRuntime::Impl::Loaded& DeviceRuntime::Impl::load(const Design& d, const artifacts::Entry& e) {
+  const nlohmann::json seq = design_to_json(d)["sequence"];
+  const std::string s = seq.dump();
+  const std::string key = d.name + "@" + sha256_hex(s.data(), s.size());
+  auto it = designs.find(key);
+  if (it != designs.end()) return *it->second;
+  auto l = std::make_unique<Loaded>();
+  l->ctx = &context_for(e);
+  size_t cu = 0;
+  if (!e.kernel.empty()) {
+    while (cu < l->ctx->cus.size() && l->ctx->cus[cu] != e.kernel && kernel_of(l->ctx->cus[cu]) != e.kernel) ++cu;
+    if (cu == l->ctx->cus.size())
+      throw std::runtime_error("the xclbin " + e.xclbin + " has no compute unit named " + e.kernel);
+  }
+  if (cu >= 32) throw std::runtime_error("compute unit index " + std::to_string(cu) + " beyond the first cu mask");
+  l->cu_mask = 1u << cu;
+  const std::vector<uint32_t> words = instruction_words(d, e);
+  l->instr_words = uint32_t(words.size());
+  l->instr = std::make_unique<driver::BufferObject>(dev, driver::BoType::Dev, words.size() * 4);
+  std::memcpy(l->instr->bytes().data(), words.data(), words.size() * 4);
+  l->instr->sync_to_device();
+  for (const HostArg& a : d.args) {
+    if (a.bytes <= 0) throw std::runtime_error("argument " + a.name + " has " + std::to_string(a.bytes) + " bytes");
+    l->args.emplace_back(dev, driver::BoType::Shmem, uint64_t(a.bytes));
+  }
+  // START_CU: header + cu mask + 5 + 2 per argument; START_NPU adds 4 words of its own fields.
+  const uint64_t packet_words = 2 + 5 + 2 * d.args.size() + 4;
+  l->cmd = std::make_unique<driver::BufferObject>(dev, driver::BoType::Cmd, page_round(packet_words * 4));
+  return *designs.emplace(key, std::move(l)).first->second;
+}
+
+DeviceRuntime::DeviceRuntime(std::unique_ptr<driver::DriverIo> io, artifacts::Manifest manifest,
+                             DeviceRuntimeOptions options)
+    : impl_(std::make_unique<Impl>(std::move(io), std::move(manifest), options)) {}
+
+DeviceRuntime::~DeviceRuntime() = default;
+
+driver::Device& DeviceRuntime::device() { return impl_->dev; }
+const artifacts::Manifest& DeviceRuntime::manifest() const { return impl_->manifest; }
+
+bool DeviceRuntime::has_artifact(const std::string& design) const {
+  return impl_->manifest.find(design) != nullptr;
+}
+
+void DeviceRuntime::run(const Design& d, std::span<const std::span<uint8_t>> args) {
+  const artifacts::Entry* e = impl_->manifest.find(d.name);
+  if (!e) throw std::runtime_error(design_tag(d.name) + ": no compiled artifact in " + impl_->manifest.dir);
+  if (args.size() != d.args.size())
+    throw std::invalid_argument(design_tag(d.name) + ": " + std::to_string(args.size()) +
+                                " buffers given, the design takes " + std::to_string(d.args.size()));
+  for (size_t i = 0; i < args.size(); ++i)
+    if (int64_t(args[i].size()) != d.args[i].bytes)
+      throw std::invalid_argument(design_tag(d.name) + ": argument " + d.args[i].name + " has " +
+                                  std::to_string(args[i].size()) + " bytes, the design wants " +
+                                  std::to_string(d.args[i].bytes));
+  try {
+    Impl::Loaded& l = impl_->load(d, *e);
+    std::vector<uint64_t> addresses;
+    std::vector<uint32_t> handles = {l.instr->handle()};  // every BO the command references
+    for (size_t i = 0; i < args.size(); ++i) {
+      std::memcpy(l.args[i].bytes().data(), args[i].data(), args[i].size());
+      l.args[i].sync_to_device();
+      addresses.push_back(l.args[i].device_address());
+      handles.push_back(l.args[i].handle());
+    }
+    const std::vector<uint32_t> regmap = kernel_register_map(l.instr->device_address(), l.instr_words, addresses);
+    std::vector<uint32_t> packet;
+    if (impl_->options.packet == CommandPacket::StartCu) {
+      packet = encode_start_cu(l.cu_mask, regmap);
+    } else {
+      ert::StartNpu s;
+      s.cu_mask = l.cu_mask;
+      s.instruction_buffer = l.instr->device_address();
+      s.instruction_bytes = l.instr_words * 4;
+      s.args = regmap;
+      packet = ert::encode_start_npu(s);
+    }
+    std::span<uint8_t> cmd = l.cmd->bytes();
+    std::memset(cmd.data(), 0, cmd.size());
+    std::memcpy(cmd.data(), packet.data(), packet.size() * 4);
+    const uint64_t seq = l.ctx->hw->submit(*l.cmd, handles);
+    l.ctx->hw->wait(seq, impl_->options.timeout);
+    uint32_t header = 0;
+    std::memcpy(&header, cmd.data(), 4);
+    const ert::State state = ert::decode_header(header).state;
+    if (state != ert::State::Completed)
+      throw std::runtime_error("command seq " + std::to_string(seq) + " ended in state " +
+                               std::string(ert::state_name(state)));
+    for (size_t i = 0; i < args.size(); ++i) {
+      l.args[i].sync_from_device();
+      std::memcpy(args[i].data(), l.args[i].bytes().data(), args[i].size());
+    }
+  } catch (const driver::DriverError& err) {
+    // Same call and errno; the detail gains the design's name (DriverError adds the prefix again).
+    const std::string prefix = "amdxdna " + err.call() + " failed: " + driver::errno_name(err.error()) +
+                               " (" + std::strerror(err.error()) + ")";
+    std::string detail = err.what();
+    detail = detail.rfind(prefix, 0) == 0 ? detail.substr(prefix.size()) : ": " + detail;
+    throw driver::DriverError(err.call(), err.error(), design_tag(d.name) + detail);
+  } catch (const std::invalid_argument& err) {
+    throw std::invalid_argument(design_tag(d.name) + ": " + err.what());
+  } catch (const std::runtime_error& err) {
+    throw std::runtime_error(design_tag(d.name) + ": " + err.what());
+  }
+}
+
+}  // namespace xdna::npu

@@ -1,0 +1,166 @@
+// One decode token of Gemma 3 270M and Qwen3-0.6B (shapes only, int8 weights, context 1024)
+// through DeviceRuntime over the dry-run driver, compared with goldens field by field
+// (tests/fixtures/npu_dry_run/<model>_decode_token.json), plus hand checks that do not depend
+// on the goldens. XDNA_UPDATE_GOLDENS=1 rewrites the goldens (docs/testing.md).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "npu/design_families.h"
+#include "npu/driver/amdxdna_uapi.h"
+#include "npu/driver/ert.h"
+#include "npu/runtime/decode_dry_run.h"
+
+using namespace xdna;
+using namespace xdna::npu;
+namespace uapi = xdna::npu::driver::uapi;
+namespace fs = std::filesystem;
+
+namespace {
+
+template <typename T>
+T as(const std::vector<uint8_t>& b) {
+  T v{};
+  std::memcpy(&v, b.data(), std::min(sizeof v, b.size()));
+  return v;
+}
+
+DecodeDryRun run_model(const DecoderPlanInput& in, const std::string& tag) {
+  const fs::path dir = fs::temp_directory_path() / ("xdna_dry_run_" + tag + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  DecodeDryRun r = decode_dry_run(in, {DType::I8, 1024, 8}, dir.string());
+  fs::remove_all(dir);
+  return r;
+}
+
+void compare_with_golden(const nlohmann::json& got, const std::string& file) {
+  const std::string path = std::string(XDNA_FIXTURE_DIR) + "/npu_dry_run/" + file;
+  const char* update = std::getenv("XDNA_UPDATE_GOLDENS");
+  if (update && std::string(update) == "1") {
+    fs::create_directories(fs::path(path).parent_path());
+    std::ofstream(path) << got.dump(1) << "\n";
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good()) << path << " is missing (XDNA_UPDATE_GOLDENS=1 writes it)";
+  const nlohmann::json want = nlohmann::json::parse(f);
+  // Field by field: a JSON patch from the golden to what ran names every differing field.
+  const nlohmann::json diff = nlohmann::json::diff(want, got);
+  std::string shown;
+  for (size_t i = 0; i < diff.size() && i < 10; ++i) {
+    const std::string p = diff[i]["path"];
+    shown += "  " + diff[i]["op"].get<std::string>() + " " + p + ": golden " +
+             (want.contains(nlohmann::json::json_pointer(p)) ? want[nlohmann::json::json_pointer(p)].dump() : "-") +
+             ", now " + (diff[i].contains("value") ? diff[i]["value"].dump() : "-") + "\n";
+  }
+  EXPECT_TRUE(diff.empty()) << diff.size() << " differences from " << path << ":\n" << shown;
+}
+
+// Checks written from the driver's and mlir-aie's conventions, independent of the goldens.
+void hand_checks(const DecodeDryRun& r) {
+  // The number of invocations is the plan's.
+  size_t planned = r.plan.lm_head.size();
+  for (const DecoderLayerPlan& l : r.plan.layers) planned += l.designs.size();
+  EXPECT_EQ(r.invocations.size(), planned);
+  ASSERT_EQ(r.commands.size(), planned);  // one EXEC_CMD (one command) per invocation
+  // One context of 8 columns x 4 core rows, configured once with one CU per distinct design.
+  std::vector<const driver::IoctlRecord*> ctx, cfg, exec;
+  std::map<uint32_t, uint64_t> addr;
+  for (const auto& x : r.records) {
+    if (x.call == "CREATE_HWCTX") ctx.push_back(&x);
+    if (x.call == "CONFIG_HWCTX") cfg.push_back(&x);
+    if (x.call == "EXEC_CMD") exec.push_back(&x);
+    if (x.call == "GET_BO_INFO") addr[as<uapi::get_bo_info>(x.out).handle] = as<uapi::get_bo_info>(x.out).xdna_addr;
+  }
+  ASSERT_EQ(ctx.size(), 1u);
+  EXPECT_EQ(as<uapi::create_hwctx>(ctx[0]->in).num_tiles, 32u);
+  ASSERT_EQ(cfg.size(), 1u);
+  std::set<std::string> distinct;
+  for (const Design& d : r.invocations) distinct.insert(d.name);
+  EXPECT_EQ(as<uapi::hwctx_param_config_cu>(cfg[0]->payload).num_cus, distinct.size());
+  ASSERT_EQ(exec.size(), planned);
+  for (size_t i = 0; i < planned; ++i) {
+    const Design& d = r.invocations[i];
+    const std::vector<uint32_t>& w = r.commands[i].words;
+    const ert::Header h = ert::decode_header(w[0]);
+    EXPECT_EQ(h.opcode, ert::Opcode::StartCu);
+    EXPECT_EQ(h.state, ert::State::New);
+    // Kernel arguments: opcode, instr, ninstr + one per design argument.
+    EXPECT_EQ((h.count - 1 - 1) / 2 + 1, d.args.size() + 3) << d.name;  // (count - mask - ninstr)/2 + ninstr
+    EXPECT_EQ(w[2], 3u);
+    const auto e = as<uapi::exec_cmd>(exec[i]->in);
+    EXPECT_EQ(e.arg_count, d.args.size() + 1);
+    EXPECT_EQ(as<uapi::exec_cmd>(exec[i]->out).seq, i + 1);
+    // The instruction buffer address is the instruction BO's xdna_addr, the BO EXEC_CMD names first.
+    const uint32_t first_arg = as<uint32_t>(exec[i]->payload);
+    EXPECT_EQ(uint64_t(w[4]) | uint64_t(w[5]) << 32, addr.at(first_arg)) << d.name;
+  }
+}
+
+}  // namespace
+
+TEST(DecodeDryRun, Gemma3_270mOneToken) {
+  const DecodeDryRun r = run_model(gemma3_270m_plan_input(), "gemma3");
+  hand_checks(r);
+  // 18 fused layers + the LM head pieces; local and global layers share the design but not the
+  // KV length, so the token uses two instruction streams for the layer design.
+  EXPECT_EQ(r.plan.layers.size(), 18u);
+  EXPECT_GE(r.insts_sha256.size(), 3u);
+  compare_with_golden(r.transcript, "gemma3-270m_decode_token.json");
+}
+
+TEST(DecodeDryRun, Qwen3_06bOneToken) {
+  const DecodeDryRun r = run_model(qwen3_06b_plan_input(), "qwen3");
+  hand_checks(r);
+  EXPECT_EQ(r.plan.layers.size(), 28u);
+  compare_with_golden(r.transcript, "qwen3-0.6b_decode_token.json");
+}
+
+// The planner's fallback designs for a layer that does not fuse (Qwen3-0.6B's unfused blocks:
+// o-projection, gate, up, SiLU, product, down) through the same path.
+TEST(DecodeDryRun, Qwen3UnfusedLayerBlocks) {
+  const DecodeLayerShape s = qwen3_06b_plan_input().shape;
+  const DType t = DType::I8;
+  std::vector<Design> ds = {gemv_design(t, s.hidden, s.heads * s.head_dim), gemv_design(t, s.intermediate, s.hidden),
+                            gemv_design(t, s.intermediate, s.hidden), elementwise_design("silu", s.intermediate),
+                            elementwise_design("mul", s.intermediate), gemv_design(t, s.hidden, s.intermediate)};
+  const fs::path dir = fs::temp_directory_path() / ("xdna_dry_run_blocks_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const DecodeDryRun r = dry_run_designs(ds, dir.string());
+  fs::remove_all(dir);
+  ASSERT_EQ(r.commands.size(), ds.size());
+  size_t exec = 0;
+  for (const auto& x : r.records) exec += x.call == "EXEC_CMD";
+  EXPECT_EQ(exec, ds.size());
+  // gate and up are the same design: one instruction stream, four distinct designs + silu/mul.
+  EXPECT_EQ(r.insts_sha256.size(), 5u);
+  for (size_t i = 0; i < ds.size(); ++i) {
+    const nlohmann::json c = describe_command(r.commands[i].words);
+    EXPECT_EQ(c["header"]["opcode"], "START_CU");
+    EXPECT_EQ(c["kernel_args"]["opcode"], 3);
+    EXPECT_EQ(c["kernel_args"]["bo"].size(), ds[i].args.size());
+  }
+  compare_with_golden(r.transcript, "qwen3-0.6b_unfused_layer_blocks.json");
+}
+
+TEST(DecodeDryRun, RecordsDecodeByName) {
+  driver::IoctlRecord rec;
+  rec.call = "CREATE_BO";
+  uapi::create_bo b{};
+  b.size = 4096;
+  b.type = uapi::BO_CMD;
+  rec.in.resize(sizeof b);
+  std::memcpy(rec.in.data(), &b, sizeof b);
+  b.handle = 7;
+  rec.out.resize(sizeof b);
+  std::memcpy(rec.out.data(), &b, sizeof b);
+  const nlohmann::json j = describe_record(rec);
+  EXPECT_EQ(j["in"]["type"], "CMD");
+  EXPECT_EQ(j["in"]["size"], 4096);
+  EXPECT_EQ(j["out"]["handle"], 7);
+}
