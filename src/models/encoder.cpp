@@ -69,13 +69,18 @@ class Loader {
 };
 
 // Graph-building helpers: weights enter the graph as constant inputs.
+ValueId add_layer_norm(GraphBuilder& bld, ValueId x, const Tensor& w, const Tensor& b, float eps,
+                       const std::string& name) {
+  std::vector<ValueId> in{x, bld.constant(name + ".w", w)};
+  if (b.defined()) in.push_back(bld.constant(name + ".b", b));
+  OpAttrs a;
+  a.eps = eps;
+  return bld.g.add(OpKind::LayerNorm, in, a, name);
+}
+
 struct Builder : GraphBuilder {
   ValueId layer_norm(ValueId x, const Tensor& w, const Tensor& b, float eps, const std::string& name) {
-    std::vector<ValueId> in{x, constant(name + ".w", w)};
-    if (b.defined()) in.push_back(constant(name + ".b", b));
-    OpAttrs a;
-    a.eps = eps;
-    return g.add(OpKind::LayerNorm, in, a, name);
+    return add_layer_norm(*this, x, w, b, eps, name);
   }
 };
 
@@ -90,6 +95,42 @@ Tensor local_window_mask(int64_t T, int64_t window) {
 }
 
 }  // namespace
+
+EncoderLayerWeights load_encoder_layer(const EncoderSpec& s, const WeightSource& source,
+                                       const std::string& prefix, int64_t i) {
+  const EncoderWeightNames& n = s.names;
+  const Loader L(source, prefix);
+  const int64_t H = s.hidden, I = s.intermediate;
+  EncoderLayerWeights lw;
+  const auto name = [&](const std::string& pattern) { return layer_name(pattern, i); };
+  if (!n.qkv.empty()) {
+    lw.qkv = L.get(name(n.qkv), {3 * H, H});
+    lw.bqkv = L.bias(name(n.qkv), 3 * H, s.attn_bias);
+  } else {
+    lw.q = L.get(name(n.q), {H, H});
+    lw.k = L.get(name(n.k), {H, H});
+    lw.v = L.get(name(n.v), {H, H});
+    lw.bq = L.bias(name(n.q), H, s.attn_bias);
+    lw.bk = L.bias(name(n.k), H, s.attn_bias);
+    lw.bv = L.bias(name(n.v), H, s.attn_bias);
+  }
+  lw.attn_out = L.get(name(n.attn_out), {H, H});
+  lw.attn_out_b = L.bias(name(n.attn_out), H, s.attn_bias);
+  // ModernBERT's first layer has no attention norm (the embeddings were just normed).
+  const bool optional_attn_norm = s.family == "modernbert" && i == 0;
+  L.norm(name(n.attn_norm), H, s.norm_bias, optional_attn_norm, lw.attn_norm, lw.attn_norm_b);
+  const int64_t in_rows = s.gated_mlp ? 2 * I : I;
+  lw.mlp_in = L.get(name(n.mlp_in), {in_rows, H});
+  lw.mlp_in_b = L.bias(name(n.mlp_in), in_rows, s.mlp_bias);
+  lw.mlp_out = L.get(name(n.mlp_out), {H, I});
+  lw.mlp_out_b = L.bias(name(n.mlp_out), H, s.mlp_bias);
+  L.norm(name(n.mlp_norm), H, s.norm_bias, false, lw.mlp_norm, lw.mlp_norm_b);
+  if (!n.layer_scale_attn.empty())
+    lw.layer_scale_attn = host::to_f32(L.get(name(n.layer_scale_attn), {H}));
+  if (!n.layer_scale_mlp.empty())
+    lw.layer_scale_mlp = host::to_f32(L.get(name(n.layer_scale_mlp), {H}));
+  return lw;
+}
 
 Encoder::Encoder(EncoderSpec spec, std::shared_ptr<const WeightSource> weights)
     : spec_(std::move(spec)), source_(std::move(weights)) {
@@ -108,7 +149,7 @@ Encoder::Encoder(EncoderSpec spec, std::shared_ptr<const WeightSource> weights)
                              "' (with or without a bert./model./roberta./esm. prefix): not a " +
                              s.family + " checkpoint?");
   const Loader L(*source_, prefix_);
-  const int64_t H = s.hidden, I = s.intermediate;
+  const int64_t H = s.hidden;
 
   w_.word = L.get(n.word_embeddings, {source_->info(prefix_ + n.word_embeddings).shape.at(0), H});
   if (!n.position_embeddings.empty())
@@ -117,34 +158,106 @@ Encoder::Encoder(EncoderSpec spec, std::shared_ptr<const WeightSource> weights)
     w_.token_type = L.get(n.token_type_embeddings, {s.type_vocab_size, H});
   L.norm(n.embed_norm, H, s.norm_bias, false, w_.embed_norm, w_.embed_norm_b);
 
-  for (int64_t i = 0; i < s.layers; ++i) {
-    EncoderLayerWeights lw;
-    const auto name = [&](const std::string& pattern) { return layer_name(pattern, i); };
-    if (!n.qkv.empty()) {
-      lw.qkv = L.get(name(n.qkv), {3 * H, H});
-      lw.bqkv = L.bias(name(n.qkv), 3 * H, s.attn_bias);
-    } else {
-      lw.q = L.get(name(n.q), {H, H});
-      lw.k = L.get(name(n.k), {H, H});
-      lw.v = L.get(name(n.v), {H, H});
-      lw.bq = L.bias(name(n.q), H, s.attn_bias);
-      lw.bk = L.bias(name(n.k), H, s.attn_bias);
-      lw.bv = L.bias(name(n.v), H, s.attn_bias);
-    }
-    lw.attn_out = L.get(name(n.attn_out), {H, H});
-    lw.attn_out_b = L.bias(name(n.attn_out), H, s.attn_bias);
-    // ModernBERT's first layer has no attention norm (the embeddings were just normed).
-    const bool optional_attn_norm = s.family == "modernbert" && i == 0;
-    L.norm(name(n.attn_norm), H, s.norm_bias, optional_attn_norm, lw.attn_norm, lw.attn_norm_b);
-    const int64_t in_rows = s.gated_mlp ? 2 * I : I;
-    lw.mlp_in = L.get(name(n.mlp_in), {in_rows, H});
-    lw.mlp_in_b = L.bias(name(n.mlp_in), in_rows, s.mlp_bias);
-    lw.mlp_out = L.get(name(n.mlp_out), {H, I});
-    lw.mlp_out_b = L.bias(name(n.mlp_out), H, s.mlp_bias);
-    L.norm(name(n.mlp_norm), H, s.norm_bias, false, lw.mlp_norm, lw.mlp_norm_b);
-    w_.layers.push_back(std::move(lw));
-  }
+  for (int64_t i = 0; i < s.layers; ++i)
+    w_.layers.push_back(load_encoder_layer(s, *source_, prefix_, i));
   L.norm(n.final_norm, H, s.norm_bias, false, w_.final_norm, w_.final_norm_b);
+}
+
+ValueId lower_encoder_layers(GraphBuilder& bld, const EncoderSpec& s,
+                             const std::vector<EncoderLayerWeights>& layers, ValueId x,
+                             const std::vector<int64_t>& offsets) {
+  if (static_cast<int64_t>(layers.size()) != s.layers)
+    throw std::invalid_argument("lower_encoder_layers: " + std::to_string(layers.size()) +
+                                " layers of weights for a spec of " + std::to_string(s.layers));
+  Graph& g = bld.g;
+  const int64_t B = static_cast<int64_t>(offsets.size()) - 1, H = s.hidden, I = s.intermediate,
+                D = s.head_dim;
+  // Local-attention masks, one per distinct sequence length.
+  std::map<int64_t, ValueId> masks;
+  const auto mask_for = [&](int64_t T) {
+    auto it = masks.find(T);
+    if (it == masks.end())
+      it = masks.emplace(T, g.input("local_mask." + std::to_string(T),
+                                    local_window_mask(T, s.local_window))).first;
+    return it->second;
+  };
+
+  for (int64_t i = 0; i < s.layers; ++i) {
+    const EncoderLayerWeights& lw = layers[i];
+    const std::string L = "L" + std::to_string(i) + ".";
+    const bool global = s.layer_is_global(i);
+
+    ValueId h = x;
+    if (s.pre_norm && lw.attn_norm.defined())
+      h = add_layer_norm(bld, x, lw.attn_norm, lw.attn_norm_b, s.norm_eps, L + "attn_norm");
+    ValueId q = -1, k = -1, v = -1, qkv = -1;
+    if (lw.qkv.defined()) {
+      qkv = bld.matmul(h, lw.qkv, lw.bqkv, L + "qkv");
+    } else {
+      q = bld.matmul(h, lw.q, lw.bq, L + "q");
+      k = bld.matmul(h, lw.k, lw.bk, L + "k");
+      v = bld.matmul(h, lw.v, lw.bv, L + "v");
+    }
+    // Attention per sequence on row slices of the packed q/k/v.
+    std::vector<ValueId> heads_out;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t r0 = offsets[b], r1 = offsets[b + 1], T = r1 - r0;
+      const std::string S = L + "s" + std::to_string(b) + ".";
+      const auto rows = [&](ValueId src, int64_t c0, const char* what) {
+        ValueId r = B > 1 ? bld.slice(src, 0, r0, r1, S + what + ".rows") : src;
+        if (c0 >= 0) r = bld.slice(r, 1, c0, c0 + H, S + what + ".cols");
+        return bld.reshape(r, {T, s.heads, D}, S + what + ".heads");
+      };
+      ValueId qs = qkv >= 0 ? rows(qkv, 0, "q") : rows(q, -1, "q");
+      ValueId ks = qkv >= 0 ? rows(qkv, H, "k") : rows(k, -1, "k");
+      ValueId vs = qkv >= 0 ? rows(qkv, 2 * H, "v") : rows(v, -1, "v");
+      if (s.positions == PositionKind::Rotary) {
+        OpAttrs a;
+        a.rope_layout = RopeLayout::HalfSplit;
+        a.rope_theta = global ? s.rope_theta : s.rope_theta_local;
+        a.position = 0;
+        qs = g.add(OpKind::Rope, {qs}, a, S + "q.rope");
+        ks = g.add(OpKind::Rope, {ks}, a, S + "k.rope");
+      }
+      std::vector<ValueId> in{qs, ks, vs};
+      if (!global && T > s.local_window + 1) in.push_back(mask_for(T));
+      ValueId o = g.add(OpKind::Attention, in, {}, S + "attention");
+      heads_out.push_back(bld.reshape(o, {T, H}, S + "merge_heads"));
+    }
+    ValueId a = heads_out.front();
+    if (B > 1) {
+      OpAttrs cat;
+      cat.axis = 0;
+      a = g.add(OpKind::Concat, heads_out, cat, L + "concat");
+    }
+    a = bld.matmul(a, lw.attn_out, lw.attn_out_b, L + "attn_out");
+    if (lw.layer_scale_attn.defined())
+      a = g.add(OpKind::Mul, {a, bld.constant(L + "layer_scale_attn", lw.layer_scale_attn)}, {},
+                L + "attn_layer_scale");
+    x = g.add(OpKind::Add, {x, a}, {}, L + "attn_residual");
+    if (!s.pre_norm)
+      x = add_layer_norm(bld, x, lw.attn_norm, lw.attn_norm_b, s.norm_eps, L + "attn_norm");
+
+    h = s.pre_norm ? add_layer_norm(bld, x, lw.mlp_norm, lw.mlp_norm_b, s.norm_eps, L + "mlp_norm")
+                   : x;
+    ValueId u = bld.matmul(h, lw.mlp_in, lw.mlp_in_b, L + "mlp_in");
+    if (s.gated_mlp) {  // GeGLU: act(first half) * second half
+      ValueId in_half = bld.slice(u, 1, 0, I, L + "mlp_in.act_half");
+      ValueId gate = bld.slice(u, 1, I, 2 * I, L + "mlp_in.gate_half");
+      ValueId act = g.add(activation_op(s.act), {in_half}, {}, L + "mlp_act");
+      u = g.add(OpKind::Mul, {act, gate}, {}, L + "mlp_gate");
+    } else {
+      u = g.add(activation_op(s.act), {u}, {}, L + "mlp_act");
+    }
+    ValueId y = bld.matmul(u, lw.mlp_out, lw.mlp_out_b, L + "mlp_out");
+    if (lw.layer_scale_mlp.defined())
+      y = g.add(OpKind::Mul, {y, bld.constant(L + "layer_scale_mlp", lw.layer_scale_mlp)}, {},
+                L + "mlp_layer_scale");
+    x = g.add(OpKind::Add, {x, y}, {}, L + "mlp_residual");
+    if (!s.pre_norm)
+      x = add_layer_norm(bld, x, lw.mlp_norm, lw.mlp_norm_b, s.norm_eps, L + "mlp_norm");
+  }
+  return x;
 }
 
 EncoderGraph Encoder::lower(const std::vector<std::vector<int32_t>>& ids,
@@ -179,7 +292,7 @@ EncoderGraph Encoder::lower(const std::vector<std::vector<int32_t>>& ids,
     }
     out.offsets.push_back(out.offsets.back() + T);
   }
-  const int64_t N = out.offsets.back(), H = s.hidden, I = s.intermediate, D = s.head_dim;
+  const int64_t N = out.offsets.back(), H = s.hidden;
 
   Builder bld;
   Graph& g = bld.g;
@@ -227,82 +340,7 @@ EncoderGraph Encoder::lower(const std::vector<std::vector<int32_t>>& ids,
   if (w_.embed_norm.defined())
     x = bld.layer_norm(x, w_.embed_norm, w_.embed_norm_b, s.norm_eps, "embed.norm");
 
-  // Local-attention masks, one per distinct sequence length.
-  std::map<int64_t, ValueId> masks;
-  const auto mask_for = [&](int64_t T) {
-    auto it = masks.find(T);
-    if (it == masks.end())
-      it = masks.emplace(T, g.input("local_mask." + std::to_string(T),
-                                    local_window_mask(T, s.local_window))).first;
-    return it->second;
-  };
-
-  for (int64_t i = 0; i < s.layers; ++i) {
-    const EncoderLayerWeights& lw = w_.layers[i];
-    const std::string L = "L" + std::to_string(i) + ".";
-    const bool global = s.layer_is_global(i);
-
-    ValueId h = x;
-    if (s.pre_norm && lw.attn_norm.defined())
-      h = bld.layer_norm(x, lw.attn_norm, lw.attn_norm_b, s.norm_eps, L + "attn_norm");
-    ValueId q = -1, k = -1, v = -1, qkv = -1;
-    if (lw.qkv.defined()) {
-      qkv = bld.matmul(h, lw.qkv, lw.bqkv, L + "qkv");
-    } else {
-      q = bld.matmul(h, lw.q, lw.bq, L + "q");
-      k = bld.matmul(h, lw.k, lw.bk, L + "k");
-      v = bld.matmul(h, lw.v, lw.bv, L + "v");
-    }
-    // Attention per sequence on row slices of the packed q/k/v.
-    std::vector<ValueId> heads_out;
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t r0 = out.offsets[b], r1 = out.offsets[b + 1], T = r1 - r0;
-      const std::string S = L + "s" + std::to_string(b) + ".";
-      const auto rows = [&](ValueId src, int64_t c0, const char* what) {
-        ValueId r = B > 1 ? bld.slice(src, 0, r0, r1, S + what + ".rows") : src;
-        if (c0 >= 0) r = bld.slice(r, 1, c0, c0 + H, S + what + ".cols");
-        return bld.reshape(r, {T, s.heads, D}, S + what + ".heads");
-      };
-      ValueId qs = qkv >= 0 ? rows(qkv, 0, "q") : rows(q, -1, "q");
-      ValueId ks = qkv >= 0 ? rows(qkv, H, "k") : rows(k, -1, "k");
-      ValueId vs = qkv >= 0 ? rows(qkv, 2 * H, "v") : rows(v, -1, "v");
-      if (s.positions == PositionKind::Rotary) {
-        OpAttrs a;
-        a.rope_layout = RopeLayout::HalfSplit;
-        a.rope_theta = global ? s.rope_theta : s.rope_theta_local;
-        a.position = 0;
-        qs = g.add(OpKind::Rope, {qs}, a, S + "q.rope");
-        ks = g.add(OpKind::Rope, {ks}, a, S + "k.rope");
-      }
-      std::vector<ValueId> in{qs, ks, vs};
-      if (!global && T > s.local_window + 1) in.push_back(mask_for(T));
-      ValueId o = g.add(OpKind::Attention, in, {}, S + "attention");
-      heads_out.push_back(bld.reshape(o, {T, H}, S + "merge_heads"));
-    }
-    ValueId a = heads_out.front();
-    if (B > 1) {
-      OpAttrs cat;
-      cat.axis = 0;
-      a = g.add(OpKind::Concat, heads_out, cat, L + "concat");
-    }
-    a = bld.matmul(a, lw.attn_out, lw.attn_out_b, L + "attn_out");
-    x = g.add(OpKind::Add, {x, a}, {}, L + "attn_residual");
-    if (!s.pre_norm) x = bld.layer_norm(x, lw.attn_norm, lw.attn_norm_b, s.norm_eps, L + "attn_norm");
-
-    h = s.pre_norm ? bld.layer_norm(x, lw.mlp_norm, lw.mlp_norm_b, s.norm_eps, L + "mlp_norm") : x;
-    ValueId u = bld.matmul(h, lw.mlp_in, lw.mlp_in_b, L + "mlp_in");
-    if (s.gated_mlp) {  // GeGLU: act(first half) * second half
-      ValueId in_half = bld.slice(u, 1, 0, I, L + "mlp_in.act_half");
-      ValueId gate = bld.slice(u, 1, I, 2 * I, L + "mlp_in.gate_half");
-      ValueId act = g.add(activation_op(s.act), {in_half}, {}, L + "mlp_act");
-      u = g.add(OpKind::Mul, {act, gate}, {}, L + "mlp_gate");
-    } else {
-      u = g.add(activation_op(s.act), {u}, {}, L + "mlp_act");
-    }
-    ValueId y = bld.matmul(u, lw.mlp_out, lw.mlp_out_b, L + "mlp_out");
-    x = g.add(OpKind::Add, {x, y}, {}, L + "mlp_residual");
-    if (!s.pre_norm) x = bld.layer_norm(x, lw.mlp_norm, lw.mlp_norm_b, s.norm_eps, L + "mlp_norm");
-  }
+  x = lower_encoder_layers(bld, s, w_.layers, x, out.offsets);
   if (w_.final_norm.defined())
     x = bld.layer_norm(x, w_.final_norm, w_.final_norm_b, s.norm_eps, "final_norm");
 

@@ -32,6 +32,7 @@ struct EncoderLayerWeights {
   Tensor attn_norm, attn_norm_b;  // attn_norm undefined: no norm (ModernBERT layer 0)
   Tensor mlp_in, mlp_in_b, mlp_out, mlp_out_b;
   Tensor mlp_norm, mlp_norm_b;
+  Tensor layer_scale_attn, layer_scale_mlp;  // f32 [hidden], or undefined (no LayerScale)
 };
 
 struct EncoderWeights {
@@ -53,6 +54,20 @@ struct EncoderGraph {
   ValueId output = -1;           // [sum T, hidden]
   std::vector<int64_t> offsets;  // as in EncoderOutput
 };
+
+struct GraphBuilder;
+
+// Layer i's weights as the Encoder loads them, every name behind `prefix`. For models that embed
+// their own inputs and reuse the encoder's layers (vision: models/vision.h). Throws
+// std::runtime_error naming the missing or mis-shaped tensor.
+EncoderLayerWeights load_encoder_layer(const EncoderSpec& spec, const WeightSource& source,
+                                       const std::string& prefix, int64_t layer);
+// The encoder's transformer layers (not the final norm) over embeddings x [sum T, hidden], the
+// sequences packed as rows [offsets[b], offsets[b + 1]): what Encoder::lower adds after its
+// token embeddings. Returns the last layer's output.
+ValueId lower_encoder_layers(GraphBuilder& builder, const EncoderSpec& spec,
+                             const std::vector<EncoderLayerWeights>& layers, ValueId x,
+                             const std::vector<int64_t>& offsets);
 
 class Encoder {
  public:

@@ -27,6 +27,9 @@ struct EncoderWeightNames {
   std::string attn_out, attn_norm;
   std::string mlp_in, mlp_out, mlp_norm;  // mlp_in is [2 * intermediate, hidden] when gated
   std::string final_norm;
+  // LayerScale (DINOv2): per-channel [hidden] factors on the attention / MLP branch before the
+  // residual add. Empty: no LayerScale.
+  std::string layer_scale_attn, layer_scale_mlp;
 };
 
 struct EncoderSpec {
