@@ -43,6 +43,18 @@ struct Stream {
 // Register address of a tile's register: col<<25 | row<<20 | offset.
 uint32_t tile_address(uint32_t col, uint32_t row, uint32_t offset);
 
+// Shim (row 0) DMA registers (aie2p.md "Instruction stream"; mlir-aie AIEDmaToNpu.cpp): BD n's
+// 8 words at 0x1D000 + 0x20*n (word 1 = buffer address low, the DDR_PATCH target); channel c's
+// control register 0x1D200 + 8*c (+0x10 for MM2S), its task queue register 4 bytes after it.
+inline constexpr uint32_t kShimBdBase = 0x1D000;
+inline constexpr uint32_t kShimBdStride = 0x20;
+inline constexpr uint32_t kShimBdWords = 8;
+inline constexpr uint32_t kShimChannelBase = 0x1D200;
+uint32_t shim_bd_offset(uint32_t bd);                        // 0x1D000 + 0x20*bd
+uint32_t shim_queue_offset(uint32_t direction, uint32_t ch); // direction 0 S2MM, 1 MM2S
+// "BD 3 word 1", "MM2S 0 queue", ... for a shim register offset; empty when not a known one.
+std::string shim_register_name(uint32_t offset);
+
 std::vector<uint32_t> encode(const Stream& s);
 // Throws std::invalid_argument naming the word index and what is wrong (unknown op, a size that
 // runs past the end, a header whose counts disagree with the body).
