@@ -38,7 +38,7 @@ ReplyFn local_replies(const ChatCliOptions& o, std::string& banner) {
     throw std::runtime_error("chat: model '" + lm->name() + "' has no chat template (use `npu generate`)");
   banner = lm->name() + ", context " + std::to_string(lm->context_length()) + " tokens";
   auto devices = std::make_shared<DeviceBackends>();
-  const std::vector<Backend*> backends = devices->list(o.llm.device, o.llm.allow_host_fallback);
+  const std::vector<Backend*> backends = devices->list(o.llm.device, o.llm.fallback);
   return [&o, lm, devices, backends](const nlohmann::json& history, uint64_t seed) {
     GenerateRequest req = make_request(o.llm, encode_prompt(*lm, lm->render_chat(history)));
     req.sampling.seed = seed;

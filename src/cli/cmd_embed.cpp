@@ -28,7 +28,7 @@ struct EmbedCliOptions {
   size_t max_length = 0;
   size_t batch = 32;
   std::string device = "host";
-  bool allow_host_fallback = false;
+  std::string fallback;  // --fallback ("" = config npu_fallback, else none)
   std::vector<std::string> texts;
   ServerFlags server;
 };
@@ -89,7 +89,7 @@ void run_embed(const EmbedCliOptions& o) {
   eo.max_length = o.max_length;
   // Where ops run: host only; npu-sim then host (modelled NPU); npu then host (real device).
   DeviceBackends devices;
-  eo.backends = devices.list(o.device, o.allow_host_fallback);
+  eo.backends = devices.list(o.device, o.fallback);
 
   nlohmann::json data = nlohmann::json::array();
   RunReport all;
@@ -115,8 +115,10 @@ void run_embed(const EmbedCliOptions& o) {
     }
     all.ops.insert(all.ops.end(), r.report.ops.begin(), r.report.ops.end());
   }
-  if (o.device == "npu-sim" && !o.json)  // stdout stays embeddings only
+  devices.mark(all);  // a device fallback: every op is one
+  if (devices.used == "npu-sim" && !o.json)  // stdout stays embeddings only
     std::fprintf(stderr, "%s%s", all.summary().c_str(), devices.sim.cost().text().c_str());
+  if (o.device != "host") std::fprintf(stderr, "%s", devices.placement_text().c_str());
   if (o.json) {
     nlohmann::json out = {
         {"model", model.name()},
@@ -130,8 +132,9 @@ void run_embed(const EmbedCliOptions& o) {
         {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}},
         {"device", o.device},
         {"run", run_summary_json(all)},
+        {"placement", devices.placement_json()},
     };
-    if (o.device == "npu-sim") {
+    if (devices.used == "npu-sim") {
       out["npu_sim"] = devices.sim.cost().to_json();
       out["npu_sim"]["fallback_reasons"] = devices.sim.refusals();
     }
@@ -157,12 +160,7 @@ void add_embed_command(CLI::App& app) {
   cmd->add_option("--batch", o->batch, "Inputs per forward pass")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--device", o->device,
-                  "Where ops run: host, npu-sim (modelled NPU, unsupported ops on the host) or "
-                  "npu (needs /dev/accel)")
-      ->check(CLI::IsMember({"host", "npu-sim", "npu"}))
-      ->capture_default_str();
-  add_host_fallback_flag(cmd, o->allow_host_fallback);
+  add_device_options(cmd, o->device, o->fallback);
   add_server_options(cmd, o->server);
   cmd->add_option("text", o->texts, "Texts to embed (default: lines of stdin)");
   cmd->callback([o] { run_embed(*o); });

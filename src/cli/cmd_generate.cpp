@@ -80,20 +80,22 @@ void run_generate(const GenerateCliOptions& o) {
     req.sampling.top_logprobs = o.top_logprobs;
   }
   DeviceBackends devices;
-  req.backends = devices.list(o.llm.device, o.llm.allow_host_fallback);
+  req.backends = devices.list(o.llm.device, o.llm.fallback);
 
-  const GenerateResult r = generate(*lm, req, [&](const GeneratedPiece& p) {
+  GenerateResult r = generate(*lm, req, [&](const GeneratedPiece& p) {
     if (!o.json && !p.text.empty()) {
       std::fwrite(p.text.data(), 1, p.text.size(), stdout);
       std::fflush(stdout);
     }
     return true;
   });
+  devices.mark(r.report);  // a device fallback: every op is one
   const auto per_s = [](int64_t n, double ms) { return ms > 0 ? 1000.0 * double(n) / ms : 0.0; };
   if (!o.json) {
     std::printf("\n");
-    if (o.llm.device == "npu-sim")
+    if (devices.used == "npu-sim")
       std::fprintf(stderr, "%s%s", r.report.summary().c_str(), devices.sim.cost().text().c_str());
+    if (o.llm.device != "host") std::fprintf(stderr, "%s", devices.placement_text().c_str());
     return;
   }
   nlohmann::json out = {
@@ -117,6 +119,7 @@ void run_generate(const GenerateCliOptions& o) {
       {"context_length", lm->context_length()},
       {"device", o.llm.device},
       {"run", run_summary_json(r.report)},
+      {"placement", devices.placement_json()},
   };
   if (req.logprobs) {
     nlohmann::json lp = nlohmann::json::array();
@@ -127,7 +130,7 @@ void run_generate(const GenerateCliOptions& o) {
     }
     out["logprobs"] = lp;
   }
-  if (o.llm.device == "npu-sim") out["npu_sim"] = devices.sim.cost().to_json();
+  if (devices.used == "npu-sim") out["npu_sim"] = devices.sim.cost().to_json();
   std::printf("%s\n", out.dump().c_str());
 }
 

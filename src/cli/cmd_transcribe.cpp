@@ -47,6 +47,7 @@ struct TranscribeCliOptions {
   bool progress = false;
   bool timings = false;
   std::string device = "host";
+  std::string fallback;  // --fallback ("" = config npu_fallback, else none)
   ServerFlags server;
 };
 
@@ -152,7 +153,7 @@ void run_transcribe(const TranscribeCliOptions& o) {
   opts.initial_prompt = o.prompt;
   opts.timestamps = !o.no_timestamps;
   DeviceBackends devices;
-  opts.backends = devices.list(o.device);
+  opts.backends = devices.list(o.device, o.fallback);
   const std::string& format = o.format;
   if (!o.output_dir.empty()) fs::create_directories(o.output_dir);
 
@@ -214,7 +215,9 @@ void run_transcribe(const TranscribeCliOptions& o) {
       ++failed;
     }
   }
-  if (o.device == "npu-sim") std::fprintf(stderr, "%s%s", all.summary().c_str(), devices.sim.cost().text().c_str());
+  devices.mark(all);  // a device fallback: every op is one
+  if (devices.used == "npu-sim") std::fprintf(stderr, "%s%s", all.summary().c_str(), devices.sim.cost().text().c_str());
+  if (o.device != "host") std::fprintf(stderr, "%s", devices.placement_text().c_str());
   if (failed)
     throw std::runtime_error("transcribe: " + std::to_string(failed) + " of " + std::to_string(o.files.size()) +
                              " file(s) failed");
@@ -250,10 +253,7 @@ void add_transcribe_command(CLI::App& app) {
   cmd->add_flag("--progress", o->progress, "Show progress on stderr even when it is not a terminal");
   cmd->add_flag("--timings", o->timings,
                 "Report encoder ms per window and decoder ms per step (json formats: as fields; else on stderr)");
-  cmd->add_option("--device", o->device,
-                  "Where ops run: host, or npu-sim (modelled NPU, unsupported ops on the host)")
-      ->check(CLI::IsMember({"host", "npu-sim"}))
-      ->capture_default_str();
+  add_device_options(cmd, o->device, o->fallback);
   add_server_options(cmd, o->server);
   cmd->callback([o] { run_transcribe(*o); });
 }

@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "models/model_store.h"
+#include "npu/artifacts/manifest.h"
 
 namespace xdna::cli {
 
@@ -80,10 +81,16 @@ Config parse_config(const std::string& text, const std::string& origin) {
     else if (key == "max_queue") c.max_queue = get_int(v, key, origin, 0, 100000);
     else if (key == "max_batch") c.max_batch = get_int(v, key, origin, 1, 256);
     else if (key == "request_timeout") c.request_timeout = get_seconds(v, key, origin);
-    else
+    else if (key == "npu_artifacts") c.npu_artifacts = get_string(v, key, origin);
+    else if (key == "npu_fallback") {
+      c.npu_fallback = get_string(v, key, origin);
+      if (*c.npu_fallback != "none" && *c.npu_fallback != "host" && *c.npu_fallback != "npu-sim")
+        throw std::runtime_error(origin + ": \"npu_fallback\" must be \"none\", \"host\" or \"npu-sim\", not \"" +
+                                 *c.npu_fallback + "\"");
+    } else
       throw std::runtime_error(origin + ": unknown key \"" + key +
                                "\" (known: threads, store, host, port, python, api_key, max_memory, max_queue, "
-                               "max_batch, request_timeout, max_body, max_audio)");
+                               "max_batch, request_timeout, max_body, max_audio, npu_fallback, npu_artifacts)");
   }
   return c;
 }
@@ -116,5 +123,15 @@ std::string resolve_store(const std::string& flag) {
 }
 
 std::string resolve_python() { return global_config().python.value_or("python3"); }
+
+std::string resolve_npu_fallback(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  return global_config().npu_fallback.value_or("none");
+}
+
+std::string resolve_npu_artifacts() {
+  if (global_config().npu_artifacts) return *global_config().npu_artifacts;
+  return npu::artifacts::default_artifacts_dir();
+}
 
 }  // namespace xdna::cli

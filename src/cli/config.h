@@ -1,5 +1,5 @@
 // The optional JSON config file: defaults for flags (`threads`, `store`, `host`, `port`,
-// `python`, `api_key`). Looked up at --config PATH, else $XDG_CONFIG_HOME/xdna-engine/config.json
+// `python`, `api_key`, `npu_fallback`, ...) and settings (`npu_artifacts`). Looked up at --config PATH, else $XDG_CONFIG_HOME/xdna-engine/config.json
 // (~/.config/... without XDG_CONFIG_HOME). Flags always override it. Unknown keys and wrong
 // types are errors, so a typo never silently does nothing.
 #pragma once
@@ -19,6 +19,9 @@ struct Config {
   std::optional<std::string> max_memory, max_body, max_audio;
   std::optional<int> max_queue, max_batch;
   std::optional<double> request_timeout;  // seconds
+  // --device npu: what runs when the NPU is missing or busy ("none", "host" or "npu-sim"), and
+  // the compiled-artifacts directory (default: artifacts::default_artifacts_dir()).
+  std::optional<std::string> npu_fallback, npu_artifacts;
   std::string path;                   // the file it came from; empty when none was read
 };
 
@@ -35,6 +38,9 @@ void set_global_config(Config c);
 // flag (when non-empty) > config file > built-in default.
 std::string resolve_store(const std::string& flag);
 std::string resolve_python();
+// --fallback flag (when non-empty) > config npu_fallback > "none".
+std::string resolve_npu_fallback(const std::string& flag);
+std::string resolve_npu_artifacts();
 
 inline constexpr const char* kStoreHelp =
     "Model store directory (default: config `store`, then $XDG_CACHE_HOME/xdna-engine/models)";

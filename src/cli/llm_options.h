@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <memory>
 #include <random>
@@ -15,8 +16,11 @@
 #include "cli/config.h"
 #include "cli/server_client.h"
 #include "host/host_backend.h"
+#include "npu/artifacts/manifest.h"
 #include "npu/device_lock.h"
+#include "npu/driver/driver_io.h"
 #include "npu/npu_backend.h"
+#include "npu/runtime/device_runtime.h"
 #include "npu/sim_backend.h"
 #include "pipeline/llm.h"
 
@@ -32,14 +36,11 @@ struct LlmCliOptions {
   std::optional<uint64_t> seed;        // none: a random seed (reported by --json)
   std::vector<std::string> stop;
   std::string device = "host";
-  bool allow_host_fallback = false;  // --device npu, NPU missing or busy: the host instead of an error
+  std::string fallback;  // --fallback: "" (config npu_fallback, else none), none, host, npu-sim
   ServerFlags server;
 };
 
-inline void add_host_fallback_flag(CLI::App* cmd, bool& allow) {
-  cmd->add_flag("--allow-host-fallback", allow,
-                "With --device npu: run on the host when the NPU is missing or another engine holds it");
-}
+inline void add_device_options(CLI::App* cmd, std::string& device, std::string& fallback);
 
 inline void add_llm_options(CLI::App* cmd, LlmCliOptions& o) {
   cmd->add_option("--model,-m", o.model,
@@ -68,12 +69,7 @@ inline void add_llm_options(CLI::App* cmd, LlmCliOptions& o) {
   cmd->add_option("--frequency-penalty", o.sampling.frequency_penalty, "OpenAI frequency penalty");
   cmd->add_option("--seed", o.seed, "Random seed (same seed, same output; default: random)");
   cmd->add_option("--stop", o.stop, "Stop string (repeatable); not included in the output");
-  cmd->add_option("--device", o.device,
-                  "Where ops run: host, npu-sim (modelled NPU, unsupported ops on the host) or "
-                  "npu (needs /dev/accel)")
-      ->check(CLI::IsMember({"host", "npu-sim", "npu"}))
-      ->capture_default_str();
-  add_host_fallback_flag(cmd, o.allow_host_fallback);
+  add_device_options(cmd, o.device, o.fallback);
   add_server_options(cmd, o.server);
 }
 
@@ -122,31 +118,107 @@ inline std::unique_ptr<LanguageModel> load_llm(const LlmCliOptions& o) {
 }
 
 // The backends of --device, in order of preference (host last). --device npu takes the device's
-// single-tenant lock (npu/device_lock.h), held as long as this object; when the NPU is missing or
-// another engine holds it, `allow_host_fallback` runs on the host instead (said on stderr).
+// single-tenant lock (npu/device_lock.h), held as long as this object, and runs NpuBackend over a
+// DeviceRuntime on the node with the artifacts of config `npu_artifacts` (or the default
+// directory); ops without a compiled artifact run on the host and are reported per op. When the
+// NPU is missing or busy it fails, unless a fallback is allowed (--fallback host|npu-sim or config
+// `npu_fallback`): then the fallback is said on stderr and mark() makes every op of the run report
+// a fallback, so no fallback is silent.
 struct DeviceBackends {
   HostBackend host;
   npu::NpuSimBackend sim;
   NpuBackend device;
   std::optional<npu::DeviceLock> lock;
-  std::vector<Backend*> list(const std::string& name, bool allow_host_fallback = false) {
+  std::string requested, used;  // --device, and what runs ("npu", "npu-sim" or "host")
+  std::string fallback_reason;  // why the requested device is not used (empty: it is)
+  std::string artifacts_note;   // --device npu: the artifacts directory, or why none loaded
+
+  // `fallback`: the --fallback flag ("" = config npu_fallback, else "none").
+  std::vector<Backend*> list(const std::string& name, const std::string& fallback = "") {
+    requested = used = name.empty() ? "host" : name;
     if (name == "npu-sim") return {&sim, &host};
     if (name != "npu") return {};
     try {
       const std::optional<std::string> node = npu::find_accel_node();
       if (!node)
-        throw std::runtime_error("--device npu needs hardware: no /dev/accel device "
-                                 "(use --device npu-sim for the modelled NPU)");
+        throw std::runtime_error("--device npu: no NPU device (no /dev/accel/accel* node; `npu doctor` "
+                                 "says whether the amdxdna driver sees one)");
       lock.emplace(npu::DeviceLock::acquire(*node));
+      const std::string dir = resolve_npu_artifacts();
+      npu::artifacts::Manifest manifest;
+      manifest.dir = dir;
+      try {
+        manifest = npu::artifacts::load_manifest(dir);
+        artifacts_note = std::to_string(manifest.designs.size()) + " compiled design(s) in " + dir;
+      } catch (const std::exception& e) {  // no artifacts: the device runs nothing, said per op
+        artifacts_note = std::string("no artifacts loaded: ") + e.what();
+        std::fprintf(stderr, "npu: %s; ops without a compiled design run on the host\n", artifacts_note.c_str());
+      }
+      device.set_runtime(std::make_unique<npu::DeviceRuntime>(npu::driver::open_kernel_io(*node), manifest));
       return {&device, &host};
     } catch (const std::runtime_error& e) {
-      if (!allow_host_fallback) throw;
-      std::fprintf(stderr, "npu: %s\nnpu: running on the host instead (--allow-host-fallback)\n", e.what());
+      lock.reset();
+      const std::string fb = resolve_npu_fallback(fallback);
+      if (fb == "none")
+        throw std::runtime_error(std::string(e.what()) +
+                                 "\nTo run anyway, allow a fallback: --fallback host, --fallback npu-sim "
+                                 "(or config key npu_fallback)");
+      fallback_reason = e.what();
+      used = fb;
+      std::fprintf(stderr, "npu: %s\nnpu: falling back to %s (%s): every op is reported as a fallback\n", e.what(),
+                   fb.c_str(), fallback.empty() ? "config npu_fallback" : ("--fallback " + fb).c_str());
+      if (fb == "npu-sim") return {&sim, &host};
       return {};
     }
   }
+  // After a run: when a device fallback was taken, every op ran in its place.
+  void mark(RunReport& report) const {
+    if (fallback_reason.empty()) return;
+    for (OpRecord& r : report.ops) r.fallback = true;
+  }
+  // {"requested","used","fallback","fallback_reason","op_fallback_reasons"}: where ops ran and why not.
+  nlohmann::json placement_json() const {
+    nlohmann::json j = {{"requested", requested},
+                        {"used", used},
+                        {"fallback", !fallback_reason.empty()},
+                        {"fallback_reason", fallback_reason.empty() ? nlohmann::json(nullptr)
+                                                                    : nlohmann::json(fallback_reason)}};
+    if (used == "npu-sim") j["op_fallback_reasons"] = sim.refusals();
+    if (used == "npu") {
+      j["op_fallback_reasons"] = device.refusals();
+      j["artifacts"] = artifacts_note;
+      j["dispatches"] = device.dispatches();
+    }
+    return j;
+  }
+  // The text of placement_json for stderr (empty for a plain host run).
+  std::string placement_text() const {
+    std::string s;
+    if (!fallback_reason.empty())
+      s += "npu: ran on " + used + " instead of " + requested + ": " + fallback_reason + "\n";
+    const std::map<std::string, std::string>* why =
+        used == "npu" ? &device.refusals() : used == "npu-sim" ? &sim.refusals() : nullptr;
+    if (why)
+      for (const auto& [op, reason] : *why) s += "npu: " + op + " on the host: " + reason + "\n";
+    return s;
+  }
 };
 
+// --device, --fallback and the old --allow-host-fallback (= --fallback host).
+inline void add_device_options(CLI::App* cmd, std::string& device, std::string& fallback) {
+  cmd->add_option("--device", device,
+                  "Where ops run: host, npu-sim (modelled NPU, unsupported ops on the host) or "
+                  "npu (needs /dev/accel and compiled artifacts; unsupported ops on the host)")
+      ->check(CLI::IsMember({"host", "npu-sim", "npu"}))
+      ->capture_default_str();
+  CLI::Option* fb = cmd->add_option("--fallback", fallback,
+                                    "With --device npu, when the NPU is missing or busy: none (fail), host or "
+                                    "npu-sim (default: config npu_fallback, else none); a fallback is reported")
+                        ->check(CLI::IsMember({"none", "host", "npu-sim"}));
+  cmd->add_flag_callback("--allow-host-fallback", [&fallback] { fallback = "host"; },
+                         "Same as --fallback host")
+      ->excludes(fb);
+}
 
 inline GenerateRequest make_request(const LlmCliOptions& o, std::vector<int32_t> prompt) {
   GenerateRequest r;

@@ -1,12 +1,16 @@
 #include "serve/system_info.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
 #include "core/cpu.h"
 #include "core/parallel.h"
+#include "npu/driver/device.h"
 
 namespace xdna {
 
@@ -94,8 +98,9 @@ std::string npu_summary(const NpuInfo& npu) {
     s << "no NPU";
   } else {
     const std::string gen = npu.devices.empty() ? "" : npu.devices[0].generation;
-    s << (gen.empty() ? "NPU" : gen + " NPU") << (npu.usable() ? " present (backend not built yet)"
-                                                              : " present but amdxdna not bound");
+    s << (gen.empty() ? "NPU" : gen + " NPU")
+      << (npu.usable() ? " present (--device npu runs designs that have compiled artifacts)"
+                       : " present but amdxdna not bound");
   }
   return s.str();
 }
@@ -123,10 +128,146 @@ nlohmann::json npu_json(const NpuInfo& npu) {
 }
 
 nlohmann::json backend_json(const NpuInfo& npu) {
-  return {{"backend", "host"},  // the only backend until the NPU one lands
+  return {{"backend", "host"},  // the default; --device npu-sim / npu are per-run choices
           {"isa", isa_name(active_isa())},
           {"threads", num_threads()},
           {"npu_found", npu.found()}};
+}
+
+std::string driver_error_hint(int err) {
+  if (err == EACCES || err == EPERM)
+    return "add yourself to the render group (sudo usermod -aG render $USER, then log in again)";
+  if (err == ENOENT || err == ENODEV) return "the device node is gone: is the amdxdna module loaded?";
+  if (err == EBUSY) return "another process holds the device";
+  if (err == ENOTTY || err == EINVAL)
+    return "the driver does not know this request: an amdxdna older than the engine expects?";
+  return "";
+}
+
+namespace {
+
+// Runs one query; a failure becomes an error line naming `what` and stays out of the report.
+void query(nlohmann::json& errors, const std::string& what, const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const npu::driver::DriverError& e) {
+    std::string line = what + ": " + e.what();
+    const std::string hint = driver_error_hint(e.error());
+    if (!hint.empty() && line.find(hint) == std::string::npos) line += " (" + hint + ")";
+    errors.push_back(line);
+  } catch (const std::exception& e) {
+    errors.push_back(what + ": " + e.what());
+  }
+}
+
+nlohmann::json tile_json(const npu::driver::TileMetadata& t) {
+  return {{"rows", t.row_count}, {"row_start", t.row_start}, {"dma_channels", t.dma_channels},
+          {"locks", t.locks}, {"event_regs", t.event_regs}};
+}
+
+nlohmann::json empty_device_json(const std::string& node) {
+  return {{"node", node},          {"io", nullptr},     {"firmware_version", nullptr},
+          {"firmware_source", nullptr}, {"aie", nullptr}, {"clocks", nullptr},
+          {"hw_contexts", nullptr}, {"errors", nlohmann::json::array()}};
+}
+
+}  // namespace
+
+nlohmann::json npu_device_json(std::unique_ptr<npu::driver::DriverIo> io, const std::string& node,
+                               const std::string& sysfs_firmware) {
+  nlohmann::json j = empty_device_json(node);
+  j["io"] = io->describe();
+  npu::driver::Device dev(std::move(io));
+  nlohmann::json& errors = j["errors"];
+  query(errors, "firmware version (GET_INFO)", [&] {
+    j["firmware_version"] = dev.firmware_version().text();
+    j["firmware_source"] = "driver";
+  });
+  if (j["firmware_version"].is_null() && !sysfs_firmware.empty()) {
+    j["firmware_version"] = sysfs_firmware;
+    j["firmware_source"] = "sysfs";
+  }
+  query(errors, "AIE metadata (GET_INFO)", [&] {
+    const npu::driver::AieMetadata m = dev.aie_metadata();
+    j["aie"] = {{"columns", m.cols},
+                {"rows", m.rows},
+                {"col_size", m.col_size},
+                {"version", std::to_string(m.version_major) + "." + std::to_string(m.version_minor)},
+                {"core", tile_json(m.core)},
+                {"mem", tile_json(m.mem)},
+                {"shim", tile_json(m.shim)}};
+  });
+  query(errors, "clocks (GET_INFO)", [&] {
+    nlohmann::json clocks = nlohmann::json::array();
+    for (const npu::driver::ClockInfo& c : dev.clocks()) clocks.push_back({{"name", c.name}, {"mhz", c.freq_mhz}});
+    j["clocks"] = clocks;
+  });
+  query(errors, "hardware contexts (GET_INFO)", [&] {
+    nlohmann::json list = nlohmann::json::array();
+    for (const npu::driver::HwContextInfo& c : dev.hw_contexts())
+      list.push_back({{"id", c.context_id},
+                      {"pid", c.pid},
+                      {"start_col", c.start_col},
+                      {"columns", c.num_col},
+                      {"submissions", c.submissions},
+                      {"completions", c.completions},
+                      {"errors", c.errors}});
+    j["hw_contexts"] = {{"count", list.size()}, {"contexts", list}};
+  });
+  return j;
+}
+
+nlohmann::json open_npu_device_json(const std::string& node, const std::string& sysfs_firmware) {
+  std::unique_ptr<npu::driver::DriverIo> io;
+  nlohmann::json errors = nlohmann::json::array();
+  query(errors, "open " + node, [&] { io = npu::driver::open_kernel_io(node); });
+  if (io) return npu_device_json(std::move(io), node, sysfs_firmware);
+  nlohmann::json j = empty_device_json(node);
+  j["errors"] = errors;
+  if (!sysfs_firmware.empty()) {
+    j["firmware_version"] = sysfs_firmware;
+    j["firmware_source"] = "sysfs";
+  }
+  return j;
+}
+
+std::vector<std::string> npu_device_lines(const nlohmann::json& d) {
+  std::vector<std::string> out;
+  char buf[256];
+  auto line = [&](const char* key, const std::string& value) {
+    std::snprintf(buf, sizeof buf, "  %-10s ", key);
+    out.push_back(buf + value);
+  };
+  line("device", d["node"].get<std::string>() +
+                     (d["io"].is_null() ? std::string(" (not opened)") : " via " + d["io"].get<std::string>()));
+  if (!d["firmware_version"].is_null())
+    line("firmware", d["firmware_version"].get<std::string>() + " (" + d["firmware_source"].get<std::string>() + ")");
+  if (const nlohmann::json& a = d["aie"]; !a.is_null()) {
+    auto tiles = [&](const char* name) {
+      const nlohmann::json& t = a[name];
+      return std::string(name) + " rows " + std::to_string(t["row_start"].get<int>()) + "+" +
+             std::to_string(t["rows"].get<int>());
+    };
+    line("aie", std::to_string(a["columns"].get<int>()) + " columns x " + std::to_string(a["rows"].get<int>()) +
+                    " rows (" + tiles("shim") + ", " + tiles("mem") + ", " + tiles("core") + "), version " +
+                    a["version"].get<std::string>());
+  }
+  if (const nlohmann::json& c = d["clocks"]; !c.is_null()) {
+    std::string s;
+    for (const auto& k : c)
+      s += (s.empty() ? "" : ", ") + k["name"].get<std::string>() + " " + std::to_string(k["mhz"].get<uint32_t>()) + " MHz";
+    line("clocks", s.empty() ? "(none reported)" : s);
+  }
+  if (const nlohmann::json& h = d["hw_contexts"]; !h.is_null()) {
+    line("contexts", std::to_string(h["count"].get<size_t>()) + " in use");
+    for (const auto& c : h["contexts"])
+      line("  context", "#" + std::to_string(c["id"].get<uint32_t>()) + " pid " + std::to_string(c["pid"].get<int64_t>()) +
+                            ", columns " + std::to_string(c["start_col"].get<uint32_t>()) + "+" +
+                            std::to_string(c["columns"].get<uint32_t>()) + ", " +
+                            std::to_string(c["submissions"].get<uint64_t>()) + " submissions");
+  }
+  for (const auto& e : d["errors"]) line("error", e.get<std::string>());
+  return out;
 }
 
 }  // namespace xdna

@@ -4,10 +4,15 @@
 // Used by `npu doctor` and the server's /health.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+namespace xdna::npu::driver {
+class DriverIo;
+}
 
 namespace xdna {
 
@@ -45,6 +50,24 @@ std::string npu_summary(const NpuInfo& npu);
 nlohmann::json backend_json(const NpuInfo& npu);
 nlohmann::json npu_json(const NpuInfo& npu);
 
-inline constexpr const char* kNoNpuMessage = "no NPU found: host backend only; npu-sim available later";
+inline constexpr const char* kNoNpuMessage =
+    "no NPU found, running on host: devices host and npu-sim (modelled) are available";
+
+// What the driver says about an open device (driver/device.h over `io`): firmware version,
+// AIE array metadata, clocks, hardware contexts in use. Never throws: every query that fails
+// becomes one line of "errors" (the call, errno's meaning, and what to do when we know it) and
+// its key stays null. `sysfs_firmware` is used when GET_INFO cannot give the firmware version.
+// Keys (stable, docs/cli.md): node, io, firmware_version, firmware_source ("driver"|"sysfs"|null),
+// aie {columns, rows, col_size, version, core/mem/shim {rows, row_start, dma_channels, locks,
+// event_regs}}, clocks [{name, mhz}], hw_contexts {count, contexts [{id, pid, start_col, columns,
+// submissions, completions, errors}]}, errors [].
+nlohmann::json npu_device_json(std::unique_ptr<npu::driver::DriverIo> io, const std::string& node,
+                               const std::string& sysfs_firmware = "");
+// The same for a device node: opens it (open_kernel_io) first; a failed open is an error line.
+nlohmann::json open_npu_device_json(const std::string& node, const std::string& sysfs_firmware = "");
+// npu_device_json as indented text lines ("  firmware   1.5.2.380 (driver)", ...), for doctor.
+std::vector<std::string> npu_device_lines(const nlohmann::json& device);
+// A DriverError's message plus the fix when errno says what it is (EACCES/EPERM: render group).
+std::string driver_error_hint(int err);
 
 }  // namespace xdna

@@ -90,7 +90,8 @@ TEST_F(CliTest, DoctorJsonHasStableKeys) {
   EXPECT_TRUE(j["npu"]["device_nodes"].is_array());
   EXPECT_TRUE(j["npu"]["devices"].is_array());
   if (!j["npu"]["found"].get<bool>()) {
-    EXPECT_EQ(j["npu"]["message"], "no NPU found: host backend only; npu-sim available later");
+    EXPECT_EQ(j["npu"]["message"],
+              "no NPU found, running on host: devices host and npu-sim (modelled) are available");
   }
   EXPECT_EQ(j["backend"]["backend"], "host");
   EXPECT_EQ(j["store"]["path"], store().string());
