@@ -14,6 +14,9 @@ namespace xdna::npu {
 // The IRON program for `d` (Python source). Throws std::invalid_argument naming the kernel
 // when a core runs a kernel the emitter has no mapping for.
 std::string emit_iron(const Design& d);
+// Sources of the design's kernels that mlir-aie's kernel library lacks and we have not written
+// yet ("aie_kernels/<kernel>.cc"); the Makefile lists them on its "missing kernels" line.
+std::vector<std::string> missing_kernels(const Design& d);
 // Writes design.py, design.json and Makefile into `dir` (created); returns the file paths.
 std::vector<std::string> emit_design_dir(const Design& d, const std::string& dir);
 

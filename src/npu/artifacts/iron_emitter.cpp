@@ -1,0 +1,500 @@
+// IRON emitter: one design -> a Python program for mlir-aie's IRON API (pinned release:
+// docs/npu-toolchain.md). Everything is placed explicitly at the design's tiles; FIFO objects
+// are typed as bytes (np.uint8 x elem_bytes) so every depth, size and link offset is the
+// design's own number; host buffers are 32-bit words when the design's patterns are, so the
+// taps carry the design's offsets, sizes and strides unchanged.
+#include "npu/artifacts/iron_emitter.h"
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace xdna::npu {
+
+namespace {
+
+// Where each kernel the families use comes from. `library` = the pinned mlir-aie kernel library
+// (aie_kernels/aie2p/<source>, function `function`); otherwise our own source, not yet written.
+struct KernelSource {
+  std::string function, source;
+  bool library = false;
+  std::string note;
+  std::string zero;  // library function clearing the output tile before accumulating into it
+};
+
+std::optional<KernelSource> kernel_source(const std::string& name) {
+  static const std::map<std::string, KernelSource> table = {
+      // mm.cc builds matmul_<in>_<out> for the -DDIM_M/K/N tile it is compiled with.
+      {"matmul_bf16", {"matmul_bf16_bf16", "aie_kernels/aie2p/mm.cc", true, "-DDIM_M/K/N; no scalar args", "zero_bf16"}},
+      {"matmul_int8", {"matmul_i8_i8", "aie_kernels/aie2p/mm.cc", true, "-DDIM_M/K/N; no scalar args", "zero_i8"}},
+      // silu.cc: silu_bf16(in, out) over a fixed 1024 values per call.
+      {"eltwise_silu_bf16", {"silu_bf16", "aie_kernels/aie2p/silu.cc", true, "1024 values per call; no scalar args", ""}},
+  };
+  static const std::set<std::string> ours = {
+      "gemv_bf16", "gemv_bfp16", "gemv_int8", "matmul_bfp16",
+      "eltwise_add_bf16", "eltwise_mul_bf16", "eltwise_gelu_bf16", "eltwise_exp_bf16", "eltwise_scale_bf16",
+      "rmsnorm_bf16", "layernorm_bf16", "softmax_bf16",
+      "mlp_fused_bf16", "mlp_fused_bfp16", "mlp_fused_int8",
+      "qkv_rope_bf16", "qkv_rope_bfp16", "qkv_rope_int8",
+      "attention_decode_bf16",
+      "decode_layer_bf16", "decode_layer_bfp16", "decode_layer_int8",
+      "lm_head_bf16", "lm_head_bfp16", "lm_head_int8",
+      "conv2d_bf16"};
+  if (auto it = table.find(name); it != table.end()) return it->second;
+  if (ours.count(name)) return KernelSource{name, "aie_kernels/" + name + ".cc", false, "", ""};
+  return std::nullopt;
+}
+
+std::string py_ident(const std::string& s) {
+  std::string out;
+  for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "_" + out;
+  return out;
+}
+
+std::string tile_py(TileCoord t) { return "Tile(" + std::to_string(t.col) + ", " + std::to_string(t.row) + ")"; }
+std::string bytes_type(int64_t n) { return "np.ndarray[(" + std::to_string(n) + ",), np.dtype[np.uint8]]"; }
+
+// The FIFOs each core touches, in design order.
+struct CoreIo {
+  std::vector<const ObjectFifo*> consumes, produces;
+};
+
+bool kernel_args_fit_int32(const Kernel& k) {
+  for (const auto& [name, v] : k.args)
+    if (v < INT32_MIN || v > INT32_MAX) return false;
+  return true;
+}
+
+std::vector<const Kernel*> kernels_of(const Design& d) {
+  std::vector<const Kernel*> ks;
+  std::set<std::string> seen;
+  for (const TileUse& t : d.tiles)
+    if (t.has_kernel && seen.insert(t.kernel.name).second) ks.push_back(&t.kernel);
+  return ks;
+}
+
+// One kernel call inside a worker: the FIFO objects it receives, in order.
+struct Call {
+  std::vector<const ObjectFifo*> fifos;
+};
+
+// The worker's body, and the calls it makes (each needs a Kernel declaration of its own
+// signature). FIFOs passing one object per invocation are acquired around everything; the
+// others nest by object count when each count divides the next (gemv, gemm, streams: exact);
+// when they do not (fused designs), each count gets its own loop and its own kernel entry point,
+// in design order, and the kernel to be written defines what each stage does.
+std::vector<Call> emit_worker_body(std::ostringstream& o, const std::string& fn, const CoreIo& io,
+                                   const std::vector<std::string>& kernel_params, const Kernel& k,
+                                   bool pass_scalars, const std::string& zero_param) {
+  std::vector<const ObjectFifo*> all = io.consumes;
+  all.insert(all.end(), io.produces.begin(), io.produces.end());
+  std::set<int64_t> counts;
+  for (const ObjectFifo* f : all)
+    if (f->objects > 1) counts.insert(f->objects);
+  const std::vector<int64_t> levels(counts.begin(), counts.end());
+  bool nests = true;
+  for (size_t i = 1; i < levels.size(); ++i) nests = nests && levels[i] % levels[i - 1] == 0;
+
+  o << "def " << fn << "(";
+  for (const ObjectFifo* f : all) o << py_ident(f->name) << ", ";
+  for (size_t i = 0; i < kernel_params.size(); ++i) o << (i ? ", " : "") << kernel_params[i];
+  if (!zero_param.empty()) o << ", " << zero_param;
+  o << "):\n";
+  std::string scalars;
+  for (const auto& [name, v] : k.args)
+    if (pass_scalars) scalars += ", " + std::to_string(v);
+  auto with_count = [&](int64_t n) {
+    std::vector<const ObjectFifo*> out;
+    for (const ObjectFifo* f : all)
+      if (f->objects == n) out.push_back(f);
+    return out;
+  };
+  auto acquire = [&](int64_t n, const std::string& ind) {
+    for (const ObjectFifo* f : with_count(n))
+      o << ind << "e_" << py_ident(f->name) << " = " << py_ident(f->name) << ".acquire(1)\n";
+  };
+  auto release = [&](int64_t n, const std::string& ind) {
+    for (const ObjectFifo* f : with_count(n)) o << ind << py_ident(f->name) << ".release(1)\n";
+  };
+  std::vector<Call> calls;
+  auto call = [&](const std::string& ind, const std::vector<int64_t>& live) {
+    Call c;
+    for (const ObjectFifo* f : all)
+      if (std::find(live.begin(), live.end(), f->objects) != live.end()) c.fifos.push_back(f);
+    o << ind << kernel_params[calls.size()] << "(";
+    for (size_t i = 0; i < c.fifos.size(); ++i) o << (i ? ", " : "") << "e_" << py_ident(c.fifos[i]->name);
+    o << (c.fifos.empty() && !scalars.empty() ? scalars.substr(2) : scalars) << ")\n";
+    calls.push_back(c);
+  };
+  acquire(1, "    ");
+  if (levels.empty()) {
+    call("    ", {1});
+  } else if (nests) {
+    std::vector<int64_t> live = {1};
+    std::string ind = "    ";
+    int64_t outer = 1;
+    for (int64_t n : levels) {
+      o << ind << "for _ in range_(" << n / outer << "):\n";
+      ind += "    ";
+      acquire(n, ind);
+      // An accumulating library kernel: clear the output object it accumulates into.
+      if (!zero_param.empty() && n != levels.back())
+        for (const ObjectFifo* f : with_count(n))
+          if (std::find(io.produces.begin(), io.produces.end(), f) != io.produces.end())
+            o << ind << zero_param << "(e_" << py_ident(f->name) << ")\n";
+      live.push_back(n);
+      outer = n;
+    }
+    call(ind, live);
+    for (auto it = levels.rbegin(); it != levels.rend(); ++it) {
+      release(*it, ind);
+      ind.resize(ind.size() - 4);
+    }
+  } else {
+    o << "    # Stage loops by object count: a placeholder order; the fused kernel (not yet\n"
+      << "    # written) fixes the real interleaving of its DDR stream and exchanges.\n";
+    for (int64_t n : levels) {
+      o << "    for _ in range_(" << n << "):\n";
+      acquire(n, "        ");
+      call("        ", {1, n});
+      release(n, "        ");
+    }
+  }
+  release(1, "    ");
+  o << "\n\n";
+  return calls;
+}
+
+// How many kernel calls a core's body makes (see emit_worker_body).
+size_t call_count(const CoreIo& io) {
+  std::set<int64_t> counts;
+  for (const auto* list : {&io.consumes, &io.produces})
+    for (const ObjectFifo* f : *list)
+      if (f->objects > 1) counts.insert(f->objects);
+  const std::vector<int64_t> levels(counts.begin(), counts.end());
+  for (size_t i = 1; i < levels.size(); ++i)
+    if (levels[i] % levels[i - 1] != 0) return levels.size();
+  return 1;
+}
+
+}  // namespace
+
+std::string emit_iron(const Design& d) {
+  // Kernel mapping first: an unmapped kernel is an error, before any output.
+  for (const Kernel* k : kernels_of(d))
+    if (!kernel_source(k->name))
+      throw std::invalid_argument("emit_iron: design " + d.name + ": kernel '" + k->name +
+                                  "' has no IRON mapping (iron_emitter.cpp kernel_source)");
+  for (const TileUse& t : d.tiles)
+    if (t.has_kernel && !kernel_args_fit_int32(t.kernel))
+      throw std::invalid_argument("emit_iron: design " + d.name + ": kernel '" + t.kernel.name +
+                                  "' has an argument outside int32");
+
+  std::ostringstream o;
+  o << "# IRON program for design " << d.name << " (family " << d.family << "), emitted by xdna-engine.\n"
+    << "# Toolchain: mlir-aie (IRON) and Peano as pinned in docs/npu-toolchain.md.\n"
+    << "# FIFO objects are bytes (np.uint8); host buffers are 32-bit words; every tile is placed\n"
+    << "# explicitly at the design's coordinates.\n"
+    << "import numpy as np\n\n"
+    << "from aie.iron import Kernel, ObjectFifo, Program, Runtime, Worker\n"
+    << "from aie.iron.controlflow import range_\n"
+    << "from aie.iron.device import NPU2, Tile\n"
+    << "from aie.iron.placers import SequentialPlacer\n"
+    << "from aie.helpers.taplib import TensorAccessPattern\n\n";
+
+  // Object FIFOs: roots are created directly; link ends are created by the link (split/forward
+  // from their input's consumer handle, join from their output's producer handle).
+  std::map<std::string, std::string> var;  // fifo name -> python variable
+  std::map<std::string, const FifoLink*> created_by;
+  auto link_kind = [](const FifoLink& l) {
+    if (l.inputs.size() == 1 && l.outputs.size() == 1 && l.offsets.empty()) return 'f';
+    if (l.inputs.size() == 1) return 's';
+    if (l.outputs.size() == 1) return 'j';
+    return '?';
+  };
+  for (const FifoLink& l : d.links) {
+    const char kind = link_kind(l);
+    if (kind == '?')
+      throw std::invalid_argument("emit_iron: design " + d.name + ": a link with " + std::to_string(l.inputs.size()) +
+                                  " inputs and " + std::to_string(l.outputs.size()) + " outputs is neither split nor join");
+    for (const std::string& n : kind == 'j' ? l.inputs : l.outputs)
+      if (!created_by.emplace(n, &l).second)
+        throw std::invalid_argument("emit_iron: design " + d.name + ": FIFO " + n + " is made by two links");
+  }
+  o << "# Object FIFOs (name, depth, object bytes)\n";
+  for (const ObjectFifo& f : d.fifos) {
+    if (!d.find_fifo(f.name)) continue;
+    var[f.name] = "of_" + py_ident(f.name);
+    if (created_by.count(f.name)) continue;
+    o << var[f.name] << " = ObjectFifo(" << bytes_type(f.elem_bytes) << ", depth=" << f.depth << ", name=\""
+      << f.name << "\")";
+    if (f.consumers.size() == 1 && f.consumers[0].channel == kSharedMemory) o << "  # shared memory";
+    o << "\n";
+  }
+  o << "\n# Memtile links (split / join / forward) with the design's byte offsets\n";
+  std::vector<bool> done(d.links.size(), false);
+  std::set<std::string> made;
+  for (const ObjectFifo& f : d.fifos)
+    if (!created_by.count(f.name)) made.insert(f.name);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t i = 0; i < d.links.size(); ++i) {
+      if (done[i]) continue;
+      const FifoLink& l = d.links[i];
+      const char kind = link_kind(l);
+      const std::string& source = kind == 'j' ? l.outputs[0] : l.inputs[0];
+      if (!made.count(source)) continue;
+      const ObjectFifo* src = d.find_fifo(source);
+      if (!src) throw std::invalid_argument("emit_iron: design " + d.name + ": link names unknown FIFO " + source);
+      // The memtile: the link's source end there (consumer of an input / producer of an output).
+      const TileCoord mem = kind == 'j' ? src->producer.tile : src->consumers.at(0).tile;
+      const std::vector<std::string>& made_here = kind == 'j' ? l.inputs : l.outputs;
+      std::vector<const ObjectFifo*> fs;
+      for (const std::string& n : made_here) {
+        const ObjectFifo* f = d.find_fifo(n);
+        if (!f) throw std::invalid_argument("emit_iron: design " + d.name + ": link names unknown FIFO " + n);
+        fs.push_back(f);
+      }
+      if (kind == 'f') {
+        o << var[fs[0]->name] << " = " << var[source] << ".cons().forward(placement=" << tile_py(mem)
+          << ", obj_type=" << bytes_type(fs[0]->elem_bytes) << ", depth=" << fs[0]->depth << ", name=\""
+          << fs[0]->name << "\")\n";
+      } else {
+        std::string names, types, depths, offsets, vars;
+        for (size_t k = 0; k < fs.size(); ++k) {
+          const std::string sep = k ? ", " : "";
+          names += sep + "\"" + fs[k]->name + "\"";
+          types += sep + bytes_type(fs[k]->elem_bytes);
+          depths += sep + std::to_string(fs[k]->depth);
+          vars += sep + var[fs[k]->name];
+        }
+        if (l.offsets.size() != fs.size())
+          throw std::invalid_argument("emit_iron: design " + d.name + ": link on " + source + " has " +
+                                      std::to_string(l.offsets.size()) + " offsets for " +
+                                      std::to_string(fs.size()) + " FIFOs");
+        for (size_t k = 0; k < l.offsets.size(); ++k) offsets += (k ? ", " : "") + std::to_string(l.offsets[k]);
+        o << vars << (fs.size() == 1 ? "," : "") << " = " << var[source]
+          << (kind == 's' ? ".cons().split(" : ".prod().join(") << "\n    [" << offsets << "],\n    placement="
+          << tile_py(mem) << ",\n    depths=[" << depths << "],\n    obj_types=[" << types << "],\n    names=["
+          << names << "],\n)\n";
+      }
+      for (const ObjectFifo* f : fs) made.insert(f->name);
+      done[i] = progress = true;
+    }
+  }
+  for (size_t i = 0; i < d.links.size(); ++i)
+    if (!done[i])
+      throw std::invalid_argument("emit_iron: design " + d.name + ": memtile links form a cycle or name a FIFO no link or root makes");
+
+  // Workers: one per core, explicit placement.
+  o << "\n# Workers: one per core, each calls its kernel per object it consumes\n";
+  std::vector<std::string> workers;
+  std::map<std::string, std::vector<std::string>> signatures;  // kernel -> argument type lists
+  std::set<std::string> zero_declared;
+  for (const TileUse& t : d.tiles) {
+    if (!t.has_kernel) continue;
+    CoreIo io;
+    for (const ObjectFifo& f : d.fifos) {
+      for (const FifoEnd& e : f.consumers)
+        if (e.tile == t.at) io.consumes.push_back(&f);
+      if (f.producer.tile == t.at) io.produces.push_back(&f);
+    }
+    const std::string fn = "core_" + std::to_string(t.at.col) + "_" + std::to_string(t.at.row);
+    // Kernel handles: one per call signature; a base function with several signatures gets
+    // suffixed entry points (only unwritten kernels do: library kernels see one signature).
+    const KernelSource src = *kernel_source(t.kernel.name);
+    const size_t n_calls = call_count(io);
+    std::vector<std::string> params;
+    for (size_t i = 0; i < n_calls; ++i) params.push_back("kernel" + std::to_string(i));
+    std::ostringstream body;
+    const std::vector<Call> calls = emit_worker_body(body, fn, io, params, t.kernel, !src.library,
+                                                     src.zero.empty() ? "" : "zero");
+    std::vector<std::string> kernel_vars;
+    for (const Call& c : calls) {
+      std::string types;
+      for (const ObjectFifo* f : c.fifos) types += (types.empty() ? "" : ", ") + bytes_type(f->elem_bytes);
+      for (size_t i = 0; i < t.kernel.args.size() && !src.library; ++i)
+        types += (types.empty() ? "" : ", ") + std::string("np.int32");
+      std::vector<std::string>& sigs = signatures[t.kernel.name];
+      size_t idx = std::find(sigs.begin(), sigs.end(), types) - sigs.begin();
+      const std::string symbol = idx == 0 ? src.function : src.function + "_v" + std::to_string(idx);
+      const std::string v = "k_" + py_ident(symbol);
+      if (idx == sigs.size()) {
+        sigs.push_back(types);
+        if (src.library)
+          o << "# kernel source: mlir-aie " << src.source << " (" << src.function << "; " << src.note << ")\n";
+        else
+          o << "# kernel source: " << src.source << " (not yet written; exports " << symbol << ")\n";
+        o << (src.library ? "# compile-time args:" : "# scalar args:");
+        for (const auto& [name, val] : t.kernel.args) o << " " << name << "=" << val;
+        o << "\n" << v << " = Kernel(\"" << symbol << "\", \"" << t.kernel.name << ".o\", [" << types << "])\n\n";
+      }
+      kernel_vars.push_back(v);
+    }
+    if (!src.zero.empty()) {
+      // The zero entry point clears one output object (the first FIFO this core produces).
+      const std::string zv = "k_" + py_ident(src.zero);
+      if (!zero_declared.count(zv) && !io.produces.empty()) {
+        o << zv << " = Kernel(\"" << src.zero << "\", \"" << t.kernel.name << ".o\", ["
+          << bytes_type(io.produces[0]->elem_bytes) << "])\n\n";
+        zero_declared.insert(zv);
+      }
+      kernel_vars.push_back(zv);
+    }
+    o << body.str();
+    std::string args;
+    for (const ObjectFifo* f : io.consumes) args += var[f->name] + ".cons(), ";
+    for (const ObjectFifo* f : io.produces) args += var[f->name] + ".prod(), ";
+    const std::string w = "w_" + std::to_string(t.at.col) + "_" + std::to_string(t.at.row);
+    for (const std::string& v : kernel_vars) args += v + ", ";
+    args.resize(args.size() - 2);
+    o << w << " = Worker(" << fn << ", [" << args << "], placement=" << tile_py(t.at);
+    for (const Buffer& b : t.buffers)
+      if (b.name == "stack") o << ", stack_size=" << b.bytes;
+    o << ")\n";
+    for (const Buffer& b : t.buffers)
+      if (b.name != "stack") o << "# resident in L1: " << b.name << " " << b.bytes << " bytes (the kernel's own)\n";
+    o << "\n";
+    workers.push_back(w);
+  }
+
+  // Runtime sequence.
+  o << "# Runtime sequence: host buffers as 32-bit words\n";
+  std::string arg_types;
+  for (const HostArg& a : d.args) {
+    if (a.bytes % 4 != 0)
+      throw std::invalid_argument("emit_iron: design " + d.name + ": host arg " + a.name + " is " +
+                                  std::to_string(a.bytes) + " bytes, not whole words");
+    arg_types += "np.ndarray[(" + std::to_string(a.bytes / 4) + ",), np.dtype[np.int32]], ";
+  }
+  o << "rt = Runtime()\nwith rt.sequence(" << arg_types << ") as (";
+  for (size_t i = 0; i < d.args.size(); ++i) o << py_ident(d.args[i].name) << ", ";
+  o << "):\n    rt.start(" ;
+  for (size_t i = 0; i < workers.size(); ++i) o << (i ? ", " : "") << workers[i];
+  o << ")\n";
+  // A Wait on a FIFO covers every transfer on it since its previous Wait: those get wait=True.
+  // IRON awaits wait=True tasks when their task group finishes, so a Wait with transfers after it
+  // (the task-queue limit in the fused designs) closes the current task group there.
+  std::vector<bool> wait_after(d.sequence.size(), false);
+  std::vector<bool> boundary(d.sequence.size(), false);
+  size_t last_transfer = 0;
+  for (size_t i = 0; i < d.sequence.size(); ++i)
+    if (d.sequence[i].op != SeqOp::Wait) last_transfer = i;
+  bool groups = false;
+  for (size_t i = 0; i < d.sequence.size(); ++i) {
+    if (d.sequence[i].op != SeqOp::Wait) continue;
+    for (size_t j = i; j-- > 0;) {
+      if (d.sequence[j].fifo != d.sequence[i].fifo) continue;
+      if (d.sequence[j].op == SeqOp::Wait) break;
+      wait_after[j] = true;
+    }
+    if (i < last_transfer) boundary[i] = groups = true;
+  }
+  if (groups) o << "    tg = rt.task_group()\n";
+  for (size_t i = 0; i < d.sequence.size(); ++i) {
+    const SeqStep& s = d.sequence[i];
+    if (s.op == SeqOp::Wait) {
+      o << "    # wait: " << s.fifo << "\n";
+      if (boundary[i]) o << "    rt.finish_task_group(tg)\n    tg = rt.task_group()\n";
+      continue;
+    }
+    const ObjectFifo* f = d.find_fifo(s.fifo);
+    if (!f) throw std::invalid_argument("emit_iron: design " + d.name + ": sequence step names unknown FIFO " + s.fifo);
+    if (s.arg < 0 || size_t(s.arg) >= d.args.size())
+      throw std::invalid_argument("emit_iron: design " + d.name + ": sequence step on " + s.fifo + " names arg " +
+                                  std::to_string(s.arg));
+    const AccessPattern& p = s.pattern;
+    if (p.elem_bytes != 4 || p.dims.size() > 3)
+      throw std::invalid_argument("emit_iron: design " + d.name + ": step on " + s.fifo +
+                                  " is not a <= 3-d pattern of 32-bit words");
+    // TensorAccessPattern sizes/strides run outermost first; the repeat is a stride-0 dimension.
+    std::vector<Dim> dims = p.dims;
+    while (dims.size() < 3) dims.push_back({1, 0});
+    std::string sizes = std::to_string(p.repeat), strides = "0";
+    for (int k = 2; k >= 0; --k) {
+      sizes += ", " + std::to_string(dims[size_t(k)].size);
+      strides += ", " + std::to_string(dims[size_t(k)].size == 1 ? 0 : dims[size_t(k)].stride);
+    }
+    const TileCoord shim = s.op == SeqOp::Fill ? f->producer.tile : f->consumers.at(0).tile;
+    const std::string& a = d.args[size_t(s.arg)].name;
+    o << "    rt." << (s.op == SeqOp::Fill ? "fill(" : "drain(") << var[s.fifo] << (s.op == SeqOp::Fill ? ".prod()" : ".cons()")
+      << ", " << py_ident(a) << ", TensorAccessPattern((" << d.args[size_t(s.arg)].bytes / 4 << ",), offset=" << p.offset
+      << ", sizes=[" << sizes << "], strides=[" << strides << "]), placement=" << tile_py(shim)
+      << (groups ? ", task_group=tg" : "") << (wait_after[i] ? ", wait=True" : "") << ")\n";
+  }
+  if (groups) o << "    rt.finish_task_group(tg)\n";
+  o << "\nprogram = Program(NPU2(), rt)\n"
+    << "module = program.resolve_program(SequentialPlacer())  # everything is placed; the placer only checks\n"
+    << "print(module)\n";
+  return o.str();
+}
+
+std::vector<std::string> missing_kernels(const Design& d) {
+  std::vector<std::string> out;
+  for (const Kernel* k : kernels_of(d)) {
+    auto src = kernel_source(k->name);
+    if (src && !src->library) out.push_back(src->source);
+  }
+  return out;
+}
+
+std::vector<std::string> emit_design_dir(const Design& d, const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string py = emit_iron(d);
+  fs::create_directories(dir);
+  const std::string py_path = (fs::path(dir) / "design.py").string();
+  const std::string json_path = (fs::path(dir) / "design.json").string();
+  const std::string mk_path = (fs::path(dir) / "Makefile").string();
+  auto write = [](const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+    if (!f) throw std::runtime_error("emit_design_dir: cannot write " + path);
+  };
+  write(py_path, py);
+  save_design(d, json_path);
+
+  std::ostringstream mk;
+  std::string missing;
+  for (const std::string& m : missing_kernels(d)) missing += " " + m;
+  mk << "# Builds " << d.name << ".xclbin + insts.bin with the pinned open toolchain (docs/npu-toolchain.md).\n"
+     << "# Needs: mlir_aie and llvm-aie (Peano) installed; MLIR_AIE_DIR = a checkout of the same mlir-aie tag\n"
+     << "# (for aie_kernels/), PEANO_INSTALL_DIR = the llvm-aie package directory.\n"
+     << "# missing kernels:" << (missing.empty() ? " none" : missing) << "\n"
+     << "NAME := " << d.name << "\n"
+     << "PEANO_INSTALL_DIR ?= $(shell python3 -c 'import os, llvm_aie; print(os.path.dirname(llvm_aie.__file__))' 2>/dev/null)\n"
+     << "MLIR_AIE_DIR ?= $(HOME)/mlir-aie\n"
+     << "XDNA_KERNELS ?= aie_kernels\n"
+     << "PEANO_FLAGS := -O2 -std=c++20 --target=aie2p-none-unknown-elf -DNDEBUG -I$(MLIR_AIE_DIR)/aie_runtime_lib/AIE2P -I$(MLIR_AIE_DIR)/aie_kernels\n\n"
+     << "all: $(NAME).xclbin\n\n";
+  std::string objs;
+  for (const Kernel* k : kernels_of(d)) {
+    const KernelSource src = *kernel_source(k->name);
+    objs += " " + k->name + ".o";
+    std::string defs;
+    if (src.source.find("mm.cc") != std::string::npos)
+      defs = " -DDIM_M=" + std::to_string(k->args.count("m") ? k->args.at("m") : 0) + " -DDIM_K=" +
+             std::to_string(k->args.count("k") ? k->args.at("k") : 0) + " -DDIM_N=" +
+             std::to_string(k->args.count("n") ? k->args.at("n") : 0);
+    mk << k->name << ".o: " << (src.library ? "$(MLIR_AIE_DIR)/" + src.source : "$(XDNA_KERNELS)/" + k->name + ".cc")
+       << "\n\t$(PEANO_INSTALL_DIR)/bin/clang++ $(PEANO_FLAGS)" << defs << " -c $< -o $@\n\n";
+  }
+  mk << "aie.mlir: design.py\n\tpython3 design.py > $@\n\n"
+     << "$(NAME).xclbin insts.bin: aie.mlir" << objs << "\n"
+     << "\taiecc.py --no-aiesim --no-xchesscc --no-xbridge --peano $(PEANO_INSTALL_DIR) \\\n"
+     << "\t  --aie-generate-xclbin --xclbin-name=$(NAME).xclbin \\\n"
+     << "\t  --aie-generate-npu-insts --npu-insts-name=insts.bin aie.mlir\n\n"
+     << "clean:\n\trm -rf aie.mlir *.o $(NAME).xclbin insts.bin aie.mlir.prj\n\n"
+     << ".PHONY: all clean\n";
+  write(mk_path, mk.str());
+  return {py_path, json_path, mk_path};
+}
+
+}  // namespace xdna::npu
