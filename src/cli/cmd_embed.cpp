@@ -15,6 +15,7 @@
 #include "cli/config.h"
 #include "cli/llm_options.h"  // DeviceBackends
 #include "cli/server_client.h"
+#include "pipeline/classify.h"
 #include "pipeline/embed.h"
 
 namespace xdna::cli {
@@ -30,6 +31,7 @@ struct EmbedCliOptions {
   std::string device = "host";
   std::string fallback;  // --fallback ("" = config npu_fallback, else none)
   std::vector<std::string> texts;
+  std::vector<std::string> images;  // --image: files for a vision model (in this process)
   ServerFlags server;
 };
 
@@ -72,7 +74,45 @@ void embed_on_server(ServerClient& server, const EmbedCliOptions& o, const std::
   }
 }
 
+// --image FILE...: one vector per image from a vision model (ImageModel::embed_images, unit length).
+void run_embed_images(const EmbedCliOptions& o) {
+  if (!o.texts.empty()) throw std::runtime_error("embed: give TEXT or --image, not both");
+  std::vector<Image> images;
+  for (const std::string& path : o.images) images.push_back(load_image(path));
+  const ImageModel model = ImageModel::load(o.model, resolve_store(o.store));
+  for (const std::string& note : model.notes()) std::fprintf(stderr, "npu embed: note: %s\n", note.c_str());
+  DeviceBackends devices;
+  ImageRunOptions ro;
+  ro.backends = devices.list(o.device, o.fallback);
+  ro.batch = o.batch;
+  RunReport report;
+  const std::vector<std::vector<float>> vectors = model.embed_images(images, /*normalize=*/true, ro, &report);
+  devices.mark(report);
+  if (o.device != "host") std::fprintf(stderr, "%s", devices.placement_text().c_str());
+  if (!o.json) {
+    for (const std::vector<float>& v : vectors) print_vector(v);
+    return;
+  }
+  nlohmann::json data = nlohmann::json::array();
+  for (size_t i = 0; i < vectors.size(); ++i)
+    data.push_back({{"index", i}, {"image", o.images[i]}, {"embedding", vectors[i]}});
+  std::printf("%s\n", nlohmann::json({{"model", model.name()},
+                                      {"path", model.path()},
+                                      {"family", model.network().family()},
+                                      {"dimensions", model.dimensions()},
+                                      {"pooling", model.network().pooling()},
+                                      {"normalized", true},
+                                      {"notes", model.notes()},
+                                      {"data", data},
+                                      {"device", o.device},
+                                      {"run", run_summary_json(report)},
+                                      {"placement", devices.placement_json()}})
+                           .dump()
+                           .c_str());
+}
+
 void run_embed(const EmbedCliOptions& o) {
+  if (!o.images.empty()) return run_embed_images(o);
   std::vector<std::string> texts = o.texts;
   if (texts.empty()) {
     std::string line;
@@ -162,6 +202,8 @@ void add_embed_command(CLI::App& app) {
       ->capture_default_str();
   add_device_options(cmd, o->device, o->fallback);
   add_server_options(cmd, o->server);
+  cmd->add_option("--image", o->images,
+                  "Image files to embed with a vision model (--model: a ViT / DINOv2 directory or store name)");
   cmd->add_option("text", o->texts, "Texts to embed (default: lines of stdin)");
   cmd->callback([o] { run_embed(*o); });
 }

@@ -20,6 +20,8 @@ void add_generate_command(CLI::App& app);    // cmd_generate.cpp
 void add_chat_command(CLI::App& app);        // cmd_chat.cpp
 void add_perplexity_command(CLI::App& app);  // cmd_perplexity.cpp
 void add_transcribe_command(CLI::App& app);  // cmd_transcribe.cpp
+void add_upscale_command(CLI::App& app);     // cmd_upscale.cpp
+void add_classify_command(CLI::App& app);    // cmd_classify.cpp
 void add_design_command(CLI::App& app);      // cmd_design.cpp
 void add_design_dump_command(CLI::App& design);  // cmd_design_dump.cpp, under `design`
 void add_design_emit_command(CLI::App& design);  // cmd_design_emit.cpp, under `design` (emit, package)

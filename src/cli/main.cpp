@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
   xdna::cli::add_chat_command(app);
   xdna::cli::add_perplexity_command(app);
   xdna::cli::add_transcribe_command(app);
+  xdna::cli::add_upscale_command(app);
+  xdna::cli::add_classify_command(app);
   xdna::cli::add_design_command(app);
 
   app.parse_complete_callback([&] {

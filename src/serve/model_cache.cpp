@@ -171,7 +171,7 @@ std::shared_ptr<CachedEmbeddingModel> ModelCache::get_embedding(const std::strin
 
 std::shared_ptr<CachedLanguageModel> ModelCache::get_llm(const std::string& name) {
   const auto load = [&](const Manifest& manifest, const std::string& dir) {
-    if (is_encoder_family(manifest.family) || manifest.family == "whisper")
+    if (is_encoder_family(manifest.family) || manifest.family == "whisper" || is_vision_family(manifest.family))
       throw std::invalid_argument("model '" + name + "' is a " + manifest.family +
                                   " model, not a text-generation model");
     LoadOptions opts;
@@ -233,6 +233,30 @@ std::shared_ptr<CachedAsrModel> ModelCache::get_asr(const std::string& name) {
   return get_or_load(name, &Entry::asr, /*accept_alias=*/true, load);
 }
 
+std::shared_ptr<CachedVisionModel> ModelCache::get_vision(const std::string& name) {
+  const auto load = [&](const Manifest& manifest, const std::string& dir) {
+    if (!is_vision_family(manifest.family))
+      throw std::invalid_argument("model '" + name + "' is a " + manifest.family + " model, not a vision model");
+    const uint64_t bytes = model_bytes(manifest, dir);
+    reserve(name, bytes, "its files", /*llm=*/false);
+    Entry entry{name, nullptr, nullptr, nullptr, manifest.family};
+    entry.vision = std::make_shared<CachedVisionModel>(ImageModel::load(dir), bytes, opts_.max_queue);
+    return entry;
+  };
+  return get_or_load(name, &Entry::vision, /*accept_alias=*/false, load);
+}
+
+std::string ModelCache::family_of(const std::string& name) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Entry& e : lru_)
+      if (e.name == name) return e.family;
+  }
+  if (!valid_model_name(name)) return "";
+  const std::optional<Manifest> manifest = ModelStore(root_).find(name);
+  return manifest ? manifest->family : "";
+}
+
 bool ModelCache::load(const std::string& name) {
   if (!valid_model_name(name)) return false;
   std::optional<Manifest> manifest = ModelStore(root_).find(name);
@@ -241,6 +265,7 @@ bool ModelCache::load(const std::string& name) {
   if (!manifest) return false;
   if (is_encoder_family(manifest->family)) return get_embedding(manifest->name) != nullptr;
   if (manifest->family == "whisper") return get_asr(manifest->name) != nullptr;
+  if (is_vision_family(manifest->family)) return get_vision(manifest->name) != nullptr;
   return get_llm(manifest->name) != nullptr;
 }
 
@@ -254,7 +279,7 @@ std::vector<ResidentModel> ModelCache::resident_info() const {
     r.bytes = e.bytes();
     const RequestQueue& q = e.queue();
     r.device = "host";  // the server runs every model on the host backend for now
-    r.kind = e.model ? "embedding" : e.llm ? "llm" : "asr";
+    r.kind = e.model ? "embedding" : e.llm ? "llm" : e.asr ? "asr" : "vision";
     r.running = q.running();
     r.waiting = q.waiting();
     r.loaded_unix_s = e.loaded_unix_s;
@@ -281,7 +306,8 @@ void ModelCache::reserve(const std::string& name, uint64_t need, const std::stri
     const std::shared_ptr<const RequestQueue> q =
         it->model ? std::shared_ptr<const RequestQueue>(it->model, &it->model->queue)
         : it->llm ? std::shared_ptr<const RequestQueue>(it->llm, &it->llm->queue)
-                  : std::shared_ptr<const RequestQueue>(it->asr, &it->asr->queue);
+        : it->asr ? std::shared_ptr<const RequestQueue>(it->asr, &it->asr->queue)
+                  : std::shared_ptr<const RequestQueue>(it->vision, &it->vision->queue);
     evicted_.push_back({q, it->bytes()});
     it = lru_.erase(it);
   }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/classify.h"
 #include "pipeline/embed.h"
 #include "pipeline/llm.h"
 #include "pipeline/transcribe.h"
@@ -77,10 +78,19 @@ struct CachedAsrModel {
   RequestQueue queue;  // one transcription at a time (each uses every core)
 };
 
+// A vision model (ViT, DINOv2) for image embeddings: pipeline/classify.h.
+struct CachedVisionModel {
+  CachedVisionModel(ImageModel m, uint64_t bytes, int max_queue)
+      : model(std::move(m)), bytes(bytes), queue(1, max_queue) {}
+  ImageModel model;
+  uint64_t bytes = 0;
+  RequestQueue queue;  // one forward pass at a time (each uses every core)
+};
+
 // One resident model, for `npu model ls`, /api/ps and /metrics.
 struct ResidentModel {
   std::string name;
-  std::string kind;    // "embedding", "llm" or "asr"
+  std::string kind;    // "embedding", "llm", "asr" or "vision"
   std::string family;  // the store manifest's ("bert", "qwen3", "whisper" ...)
   std::string device = "host";  // where its ops run: "host", "npu-sim", "npu"
   uint64_t bytes = 0;
@@ -122,6 +132,11 @@ class ModelCache {
   // accepted. std::invalid_argument when the model is of another family. Transcriber::transcribe
   // is const: callers serialise runs themselves (each already uses every core).
   std::shared_ptr<CachedAsrModel> get_asr(const std::string& name);
+  // The same for a vision model (is_vision_family: vit, dinov2 ...); std::invalid_argument otherwise.
+  std::shared_ptr<CachedVisionModel> get_vision(const std::string& name);
+  // The family in the store manifest of the model `name` ("" when the store has no such model):
+  // lets a front pick get_embedding or get_vision without loading anything.
+  std::string family_of(const std::string& name) const;
   // Any model in the store by its kind (the manifest's family): for --preload and `npu model
   // load`. Returns false when the store has no such model (or the name is not a store name);
   // throws ModelTooLarge, or std::runtime_error when its files cannot be loaded.
@@ -144,8 +159,11 @@ class ModelCache {
     std::shared_ptr<CachedAsrModel> asr;
     std::string family;
     double loaded_unix_s = 0, last_used_unix_s = 0;
-    uint64_t bytes() const { return model ? model->bytes : llm ? llm->bytes : asr->bytes; }
-    const RequestQueue& queue() const { return model ? model->queue : llm ? llm->queue : asr->queue; }
+    std::shared_ptr<CachedVisionModel> vision = nullptr;  // or this one (last: the aggregate inits stay)
+    uint64_t bytes() const { return model ? model->bytes : llm ? llm->bytes : asr ? asr->bytes : vision->bytes; }
+    const RequestQueue& queue() const {
+      return model ? model->queue : llm ? llm->queue : asr ? asr->queue : vision->queue;
+    }
     bool busy() const { return queue().running() + queue().waiting() > 0; }
   };
   // An evicted model, counted while requests still hold it (weak: it frees when they finish).

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <random>
+#include <string_view>
 
 namespace xdna::serve {
 
@@ -30,15 +32,77 @@ std::vector<int64_t> token_array(const json& a, const std::string& where) {
   return ids;
 }
 
-// `input`: a string, an array of strings, an array of token ids, or an array of token-id arrays.
+// Standard base64 (RFC 4648, padding optional, no whitespace). nullopt when it is not.
+std::optional<std::string> decode_base64(std::string_view text) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+  };
+  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
+  if (text.size() % 4 == 1) return std::nullopt;
+  std::string out;
+  out.reserve(text.size() * 3 / 4);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    const int v = value(c);
+    if (v < 0) return std::nullopt;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+constexpr std::string_view kImageUrlPrefix = "data:image/";
+
+// The file bytes of an image data URL ("data:image/png;base64,..."); where names the item.
+std::string image_from_data_url(const std::string& url, const std::string& where) {
+  const size_t comma = url.find(',');
+  const std::string header = url.substr(0, comma);  // "data:image/png;base64"
+  if (header.rfind(kImageUrlPrefix, 0) != 0 || comma == std::string::npos || header.size() < 7 ||
+      header.compare(header.size() - 7, 7, ";base64") != 0)
+    throw ApiError(400, where + " is not a base64 image data URL (data:image/<type>;base64,<data>); "
+                            "image URLs other than data URLs are not fetched", "invalid_value", "input");
+  std::optional<std::string> bytes = decode_base64(std::string_view(url).substr(comma + 1));
+  if (!bytes || bytes->empty())
+    throw ApiError(400, where + ": the data URL's payload is not valid base64", "invalid_value", "input");
+  return std::move(*bytes);
+}
+
+// `input`: a string, an array of strings, an array of token ids, or an array of token-id arrays;
+// strings that are image data URLs and {"type": "image_url", ...} objects are images.
 void parse_input(const json& in, EmbeddingsRequest& r) {
   auto add_text = [&](const json& s, const std::string& where) {
+    const std::string& text = s.get_ref<const std::string&>();
+    const size_t index = r.texts.size() + r.images.size();
+    if (text.rfind(kImageUrlPrefix, 0) == 0) {
+      if (!r.first_image) r.first_image = index;
+      r.images.push_back(image_from_data_url(text, where));
+      return;
+    }
     // OpenAI rejects empty strings ("'$.input' is invalid"); we do too, with a message that says which.
-    if (s.get_ref<const std::string&>().empty())
+    if (text.empty())
       throw ApiError(400, where + " is an empty string; every input must have some text", "invalid_value", "input");
-    r.texts.push_back(s.get<std::string>());
+    if (!r.first_text) r.first_text = index;
+    r.texts.push_back(text);
+  };
+  auto add_image_object = [&](const json& o, const std::string& where) {
+    if (!o.contains("type") || o["type"] != "image_url" || !o.contains("image_url") || !o["image_url"].is_object() ||
+        !o["image_url"].contains("url") || !o["image_url"]["url"].is_string())
+      throw ApiError(400, where + " must be a string, an array of them, token ids, or an image as "
+                              "{\"type\": \"image_url\", \"image_url\": {\"url\": <data URL>}}",
+                     "invalid_type", "input");
+    if (!r.first_image) r.first_image = r.texts.size() + r.images.size();
+    r.images.push_back(image_from_data_url(o["image_url"]["url"].get<std::string>(), where));
   };
   if (in.is_string()) return add_text(in, "input");
+  if (in.is_object()) return add_image_object(in, "input");
   if (!in.is_array())
     throw ApiError(400, "input must be a string, an array of strings, an array of token ids or an array of arrays of token ids",
                    "invalid_type", "input");
@@ -57,6 +121,7 @@ void parse_input(const json& in, EmbeddingsRequest& r) {
     const std::string where = "input[" + std::to_string(i) + "]";
     if (r.tokens && in[i].is_array()) r.ids.push_back(token_array(in[i], where));
     else if (!r.tokens && in[i].is_string()) add_text(in[i], where);
+    else if (!r.tokens && in[i].is_object()) add_image_object(in[i], where);
     else
       throw ApiError(400, where + " is not " + (r.tokens ? "an array of token ids" : "a string") +
                               "; all items of input must have the same form", "invalid_type", "input");

@@ -32,6 +32,10 @@ struct EmbeddingsRequest {
   bool tokens = false;                       // input given as token ids, not text
   std::vector<std::string> texts;            // when !tokens
   std::vector<std::vector<int64_t>> ids;     // when tokens; checked against the vocabulary later
+  // Image inputs for a vision model: an item that is a data URL "data:image/<type>;base64,<data>",
+  // or {"type": "image_url", "image_url": {"url": <data URL>}}. The decoded file bytes, in order.
+  std::vector<std::string> images;
+  std::optional<size_t> first_text, first_image;  // input index of the first text / image item
   bool base64 = false;
   std::optional<int64_t> dimensions;
 };

@@ -7,6 +7,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "pipeline/classify.h"
 #include "serve/openai_requests.h"
 #include "serve/server.h"
 
@@ -77,12 +78,83 @@ std::vector<std::vector<int32_t>> checked_ids(const EmbeddingsRequest& r, const 
   return out;
 }
 
+void send_embeddings(httplib::Response& res, const EmbeddingsRequest& r, std::vector<std::vector<float>>& vectors,
+                     size_t prompt_tokens) {
+  json data = json::array();
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    json e = {{"object", "embedding"}, {"index", i}};
+    if (r.base64) e["embedding"] = base64_f32(vectors[i]);
+    else e["embedding"] = std::move(vectors[i]);
+    data.push_back(std::move(e));
+  }
+  send_json(res, {{"object", "list"},
+                  {"data", data},
+                  {"model", r.model},
+                  {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}});
+}
+
+// Image inputs (data URLs) on a vision model: ImageModel::embed_images, unit length. `dimensions`
+// is refused unless native (no vision model here is Matryoshka-trained); usage counts 0 tokens.
+void handle_image_embeddings(Server& s, const EmbeddingsRequest& r, httplib::Response& res) {
+  if (r.first_text)
+    throw ApiError(400, "input[" + std::to_string(*r.first_text) + "] is text, but model '" + r.model +
+                            "' is a vision model: give images as data URLs (data:image/png;base64,...)",
+                   "invalid_input_type", "input");
+  if (r.tokens)
+    throw ApiError(400, "input is token ids, but model '" + r.model + "' is a vision model: give images as data URLs",
+                   "invalid_input_type", "input");
+  std::shared_ptr<CachedVisionModel> m;
+  try {
+    m = s.models().get_vision(r.model);
+  } catch (const std::invalid_argument& e) {
+    throw ApiError(400, e.what(), "model_not_supported", "model");
+  }
+  if (!m) throw ApiError(404, "The model '" + r.model + "' does not exist", "model_not_found", "model");
+  const int64_t native = m->model.dimensions();
+  if (native == 0)
+    throw ApiError(400, "model '" + r.model + "' (" + m->model.network().family() +
+                            ") is an image classifier without an embedding output", "model_not_supported", "model");
+  if (r.dimensions && *r.dimensions != native)
+    throw ApiError(400, "model '" + r.model + "' gives " + std::to_string(native) +
+                            "-dimensional image embeddings; other dimensions are not supported",
+                   "unsupported_value", "dimensions");
+  // Decode every image before queueing: a bad or oversized one fails the request alone.
+  std::vector<Image> images;
+  for (size_t i = 0; i < r.images.size(); ++i) {
+    const std::string where = "input[" + std::to_string(*r.first_image + i) + "]";
+    try {
+      images.push_back(decode_image(r.images[i], where));
+    } catch (const std::invalid_argument& e) {
+      const bool too_big = std::string(e.what()).find("exceeds the limit") != std::string::npos;  // the pixel cap
+      throw ApiError(too_big ? 413 : 400, e.what(), too_big ? "image_too_large" : "invalid_image", "input");
+    }
+  }
+  std::vector<std::vector<float>> vectors;
+  RunReport report;
+  {
+    const RequestQueue::Turn turn = m->queue.enter(s.deadline());
+    vectors = m->model.embed_images(images, /*normalize=*/true, {}, &report);
+  }
+  std::set<std::string> backends;
+  for (const OpRecord& op : report.ops) backends.insert(op.backend);
+  std::string where;
+  for (const std::string& b : backends) where += (where.empty() ? "" : ",") + b;
+  set_backend_header(res, where.empty() ? "host" : where);
+  send_embeddings(res, r, vectors, 0);
+}
+
 void handle_embeddings(Server& s, const httplib::Request& req, httplib::Response& res) {
   if (req.body.size() > s.options().max_body_bytes)
     throw ApiError(413, "request body is " + std::to_string(req.body.size()) + " bytes; at most " +
                             std::to_string(s.options().max_body_bytes) + " (split the inputs over several requests)",
                    "request_too_large", "");
   const EmbeddingsRequest r = parse_embeddings_request(req.body);
+  const std::string family = s.models().family_of(r.model);
+  if (is_vision_family(family)) return handle_image_embeddings(s, r, res);
+  if (r.first_image && !family.empty())
+    throw ApiError(400, "input[" + std::to_string(*r.first_image) + "] is an image, but model '" + r.model +
+                            "' is a " + family + " model, not a vision model: images need one (vit, dinov2)",
+                   "invalid_input_type", "input");
   std::shared_ptr<CachedEmbeddingModel> m;
   try {
     m = s.models().get_embedding(r.model);

@@ -1,0 +1,106 @@
+// `npu upscale IN OUT [--model M] [--scale N] [--tile T]`: image super-resolution with a TF.js
+// upscaler (the UpscalerJS packages). IN is any image decode_image reads; OUT is written as PNG.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/config.h"
+#include "models/catalog.h"
+#include "models/model_store.h"
+#include "pipeline/upscale.h"
+
+namespace fs = std::filesystem;
+
+namespace xdna::cli {
+
+namespace {
+
+struct UpscaleCliOptions {
+  std::string in, out;
+  std::string model = "esrgan-slim";
+  std::string store;
+  int scale = 2;
+  int tile = 0;
+  float range = 255;
+};
+
+// "2, 3, 4, 8": the x<N>/model.json directories a model directory has.
+std::string scales_in(const fs::path& dir) {
+  std::string s;
+  for (int n = 1; n <= 16; ++n)
+    if (fs::is_regular_file(dir / ("x" + std::to_string(n)) / "model.json")) s += (s.empty() ? "" : ", ") + std::to_string(n);
+  return s.empty() ? "none" : s;
+}
+
+// --model as a model.json, a directory with x<N>/model.json (or model.json), or a store name.
+std::string resolve_model_json(const UpscaleCliOptions& o) {
+  fs::path dir;
+  if (fs::is_regular_file(o.model)) return o.model;
+  if (fs::is_directory(o.model)) {
+    dir = o.model;
+  } else {
+    const ModelStore store(resolve_store(o.store));
+    const CatalogEntry* e = find_in_catalog(o.model);
+    const std::string name = e ? e->name : o.model;
+    if (!valid_model_name(name) || !store.find(name)) {
+      if (e) throw std::runtime_error("upscale: model '" + name + "' is not pulled: run `npu model pull " + name + "`");
+      throw std::runtime_error("upscale: unknown model '" + o.model +
+                               "' (not a file, a directory or a store name; known: esrgan-slim, esrgan-default)");
+    }
+    dir = store.model_dir(name);
+  }
+  const fs::path scaled = dir / ("x" + std::to_string(o.scale)) / "model.json";
+  if (fs::is_regular_file(scaled)) return scaled.string();
+  if (scales_in(dir) == "none" && fs::is_regular_file(dir / "model.json")) return (dir / "model.json").string();
+  throw std::runtime_error("upscale: model '" + o.model + "' has no x" + std::to_string(o.scale) +
+                           " network (scales it has: " + scales_in(dir) + ")");
+}
+
+void run_upscale(const UpscaleCliOptions& o) {
+  const std::string ext = fs::path(o.out).extension().string();
+  if (ext != ".png" && ext != ".PNG") throw std::runtime_error("upscale: OUT must be a .png file: " + o.out);
+  if (o.range != 1 && o.range != 255) throw std::runtime_error("upscale: --range must be 1 or 255");
+  Upscaler up;
+  up.net = load_upscaler(resolve_model_json(o));
+  up.input_max = up.output_max = o.range;
+  if (up.net.scale != o.scale)
+    throw std::runtime_error("upscale: " + up.net.origin + " upscales " + std::to_string(up.net.scale) + "x, not " +
+                             std::to_string(o.scale) + "x");
+  const Image img = load_image(o.in);
+  UpscaleOptions opts;
+  opts.tile = o.tile;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Image out = upscale_image(up, img, opts);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  encode_png(out, o.out);
+  std::fprintf(stderr, "%s: %dx%d -> %dx%d (x%d, tile %d) in %.2f s (%.2f s per input megapixel)\n", o.out.c_str(),
+               img.width, img.height, out.width, out.height, o.scale, auto_tile_size(up.net, opts), s,
+               s / (double(img.width) * img.height / 1e6));
+}
+
+}  // namespace
+
+void add_upscale_command(CLI::App& app) {
+  auto o = std::make_shared<UpscaleCliOptions>();
+  CLI::App* cmd = app.add_subcommand("upscale", "Super-resolution of an image (writes a PNG)");
+  cmd->add_option("in", o->in, "Input image (PNG, JPEG, WebP)")->required();
+  cmd->add_option("out", o->out, "Output PNG")->required();
+  cmd->add_option("--model,-m", o->model,
+                  "Store name (esrgan-slim, esrgan-default), a directory with x<N>/model.json, or a TF.js model.json")
+      ->capture_default_str();
+  cmd->add_option("--scale,-s", o->scale, "Upscaling factor (esrgan-slim: 2, 3, 4, 8)")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  cmd->add_option("--tile", o->tile, "Tile side in input pixels (default: chosen for ~200 MB of activations)")
+      ->check(CLI::Range(0, 1 << 16));
+  cmd->add_option("--range", o->range, "Model pixel range: 255 (RDN models, the default) or 1")
+      ->capture_default_str();
+  cmd->add_option("--store", o->store, kStoreHelp);
+  cmd->callback([o] { run_upscale(*o); });
+}
+
+}  // namespace xdna::cli
