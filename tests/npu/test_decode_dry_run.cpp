@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "dry_run_test_util.h"
 #include "npu/design_families.h"
 #include "npu/driver/amdxdna_uapi.h"
 #include "npu/driver/ert.h"
@@ -23,12 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-template <typename T>
-T as(const std::vector<uint8_t>& b) {
-  T v{};
-  std::memcpy(&v, b.data(), std::min(sizeof v, b.size()));
-  return v;
-}
+using test::as;
 
 DecodeDryRun run_model(const DecoderPlanInput& in, const std::string& tag) {
   const fs::path dir = fs::temp_directory_path() / ("xdna_dry_run_" + tag + "_" + std::to_string(::getpid()));

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "npu/artifacts/insts.h"
+#include "dry_run_test_util.h"
 #include "npu/design_families.h"
 #include "npu/driver/amdxdna_uapi.h"
 #include "npu/driver/ert.h"
@@ -22,12 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-template <typename T>
-T as(const std::vector<uint8_t>& b) {
-  T v{};
-  std::memcpy(&v, b.data(), std::min(sizeof v, b.size()));
-  return v;
-}
+using test::as;
 
 struct Fixture {
   fs::path dir;
