@@ -68,15 +68,7 @@ class Loader {
   std::string prefix_;
 };
 
-// Graph-building helpers: weights enter the graph as constant inputs.
-ValueId add_layer_norm(GraphBuilder& bld, ValueId x, const Tensor& w, const Tensor& b, float eps,
-                       const std::string& name) {
-  std::vector<ValueId> in{x, bld.constant(name + ".w", w)};
-  if (b.defined()) in.push_back(bld.constant(name + ".b", b));
-  OpAttrs a;
-  a.eps = eps;
-  return bld.g.add(OpKind::LayerNorm, in, a, name);
-}
+// Graph-building helpers: weights enter the graph as constant inputs (add_layer_norm: encoder.h).
 
 struct Builder : GraphBuilder {
   ValueId layer_norm(ValueId x, const Tensor& w, const Tensor& b, float eps, const std::string& name) {
@@ -95,6 +87,15 @@ Tensor local_window_mask(int64_t T, int64_t window) {
 }
 
 }  // namespace
+
+ValueId add_layer_norm(GraphBuilder& bld, ValueId x, const Tensor& w, const Tensor& b, float eps,
+                       const std::string& name) {
+  std::vector<ValueId> in{x, bld.constant(name + ".w", w)};
+  if (b.defined()) in.push_back(bld.constant(name + ".b", b));
+  OpAttrs a;
+  a.eps = eps;
+  return bld.g.add(OpKind::LayerNorm, in, a, name);
+}
 
 EncoderLayerWeights load_encoder_layer(const EncoderSpec& s, const WeightSource& source,
                                        const std::string& prefix, int64_t i) {

@@ -68,6 +68,10 @@ EncoderLayerWeights load_encoder_layer(const EncoderSpec& spec, const WeightSour
 ValueId lower_encoder_layers(GraphBuilder& builder, const EncoderSpec& spec,
                              const std::vector<EncoderLayerWeights>& layers, ValueId x,
                              const std::vector<int64_t>& offsets);
+// LayerNorm of x with weight w (and bias b when defined), the weights entering as constants named
+// `name`.w / `name`.b.
+ValueId add_layer_norm(GraphBuilder& bld, ValueId x, const Tensor& w, const Tensor& b, float eps,
+                       const std::string& name);
 
 class Encoder {
  public:

@@ -124,15 +124,6 @@ Tensor patchify(const Tensor& px, int64_t P) {
   return rows;
 }
 
-ValueId layer_norm(GraphBuilder& b, ValueId x, const Tensor& w, const Tensor& bias, float eps,
-                   const std::string& name) {
-  std::vector<ValueId> in{x, b.constant(name + ".w", w)};
-  if (bias.defined()) in.push_back(b.constant(name + ".b", bias));
-  OpAttrs a;
-  a.eps = eps;
-  return b.g.add(OpKind::LayerNorm, in, a, name);
-}
-
 }  // namespace
 
 VisionSpec vision_spec_from_config(const nlohmann::json& config, const std::string& origin) {
@@ -386,7 +377,7 @@ VisionGraph VisionModel::lower(const Tensor& pixels, bool interpolate) const {
   x = N > 1 ? g.add(OpKind::Concat, images, rows, "embed.batch") : images.front();
 
   x = lower_encoder_layers(b, v.encoder, layers_, x, offsets);
-  x = layer_norm(b, x, final_norm_, final_norm_b_, v.encoder.norm_eps, "final_norm");
+  x = add_layer_norm(b, x, final_norm_, final_norm_b_, v.encoder.norm_eps, "final_norm");
   g.mark_output(x);
 
   VisionGraph out;
