@@ -53,7 +53,7 @@ struct OpAttrs {
   int64_t axis = -1;
   // attention
   bool causal = false;
-  int64_t window = 0;     // sliding-window size in tokens (0 = unlimited)
+  int64_t window = 0;     // sliding-window size in tokens (0 = unlimited); a band when not causal
   int64_t q_offset = 0;   // position of the first query row within the key sequence
   float softcap = 0.0f;   // logit soft-capping (0 = off)
   float attn_scale = 0.0f;  // logit scale (0 = 1/sqrt(head_dim))

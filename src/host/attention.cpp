@@ -42,7 +42,7 @@ struct Problem {
   // Keys [lo, hi) visible to query row t.
   void visible(int64_t t, int64_t& lo, int64_t& hi) const {
     const int64_t pos = p.q_offset + t;
-    hi = p.causal ? std::min(S, pos + 1) : S;
+    hi = p.causal ? std::min(S, pos + 1) : p.window > 0 ? std::min(S, pos + p.window) : S;
     lo = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
   }
   // Scale, soft-cap and mask one raw dot product q·k_j of query row t.

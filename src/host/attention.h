@@ -8,7 +8,9 @@ namespace xdna::host {
 struct AttentionParams {
   bool causal = false;
   int64_t q_offset = 0;  // absolute position of query row 0; key j sits at position j
-  int64_t window = 0;    // sliding window: key j is visible to a query at p only if p - j < window
+  // Sliding window: key j is visible to a query at p only if p - j < window (causal), or
+  // |p - j| < window (not causal: a band, ModernBERT's local layers). 0 = no window.
+  int64_t window = 0;
   float softcap = 0.0f;  // logits -> softcap * tanh(logits / softcap) when > 0 (Gemma 2)
   float scale = 0.0f;    // logit scale; 0 = 1 / sqrt(D)
 };

@@ -2,8 +2,6 @@
 #include "models/graph_builder.h"
 
 #include <cmath>
-#include <limits>
-#include <map>
 #include <stdexcept>
 
 #include "host/host_backend.h"
@@ -75,16 +73,6 @@ struct Builder : GraphBuilder {
     return add_layer_norm(*this, x, w, b, eps, name);
   }
 };
-
-// Additive [T, T] mask hiding keys farther than `window` positions away (either side).
-Tensor local_window_mask(int64_t T, int64_t window) {
-  Tensor m = Tensor::empty({T, T});
-  float* p = m.data<float>();
-  const float hidden = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < T; ++i)
-    for (int64_t j = 0; j < T; ++j) p[i * T + j] = std::abs(i - j) <= window ? 0.0f : hidden;
-  return m;
-}
 
 }  // namespace
 
@@ -173,15 +161,6 @@ ValueId lower_encoder_layers(GraphBuilder& bld, const EncoderSpec& s,
   Graph& g = bld.g;
   const int64_t B = static_cast<int64_t>(offsets.size()) - 1, H = s.hidden, I = s.intermediate,
                 D = s.head_dim;
-  // Local-attention masks, one per distinct sequence length.
-  std::map<int64_t, ValueId> masks;
-  const auto mask_for = [&](int64_t T) {
-    auto it = masks.find(T);
-    if (it == masks.end())
-      it = masks.emplace(T, g.input("local_mask." + std::to_string(T),
-                                    local_window_mask(T, s.local_window))).first;
-    return it->second;
-  };
 
   for (int64_t i = 0; i < s.layers; ++i) {
     const EncoderLayerWeights& lw = layers[i];
@@ -220,9 +199,11 @@ ValueId lower_encoder_layers(GraphBuilder& bld, const EncoderSpec& s,
         qs = g.add(OpKind::Rope, {qs}, a, S + "q.rope");
         ks = g.add(OpKind::Rope, {ks}, a, S + "k.rope");
       }
-      std::vector<ValueId> in{qs, ks, vs};
-      if (!global && T > s.local_window + 1) in.push_back(mask_for(T));
-      ValueId o = g.add(OpKind::Attention, in, {}, S + "attention");
+      // Local layers: a band |i - j| <= local_window, so the host computes only the scores inside
+      // it (not all T x T, then masked).
+      OpAttrs attn;
+      if (!global) attn.window = s.local_window + 1;
+      ValueId o = g.add(OpKind::Attention, {qs, ks, vs}, attn, S + "attention");
       heads_out.push_back(bld.reshape(o, {T, H}, S + "merge_heads"));
     }
     ValueId a = heads_out.front();

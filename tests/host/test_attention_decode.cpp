@@ -34,7 +34,7 @@ std::vector<float> reference(const Tensor& q, const Tensor& k, const Tensor& v, 
       double mx = -INFINITY;
       for (int64_t j = 0; j < S; ++j) {
         if (p.causal && j > pos) continue;
-        if (p.window > 0 && pos - j >= p.window) continue;
+        if (p.window > 0 && (pos - j >= p.window || (!p.causal && j - pos >= p.window))) continue;
         double d = 0;
         for (int64_t c = 0; c < D; ++c) d += double(q.data<float>()[(t * Hq + h) * D + c]) * k.data<float>()[(j * Hkv + kh) * D + c];
         d *= scale;
@@ -91,6 +91,17 @@ TEST(AttentionDecode, KeySplitMatchesReferenceAtEveryThreadCount) {
     expect_matches(2, 4, 1, 250, 32, capped, true, rng);
   }
   set_num_threads(before);
+}
+
+// Not causal with a window: a band |p - j| < window (ModernBERT's local layers), through both the
+// row path (few rows) and the blocked GEMM path (many rows), including bands wider than S.
+TEST(AttentionDecode, BandMatchesReference) {
+  std::mt19937 rng(11);
+  host::AttentionParams band;
+  band.window = 9;
+  for (int64_t T : {1, 5, 40, 300}) expect_matches(T, 4, 4, T, 32, band, false, rng);
+  band.window = 1000;
+  expect_matches(70, 2, 2, 70, 16, band, false, rng);
 }
 
 TEST(AttentionDecode, RowThatSeesNoKeyIsZero) {
