@@ -305,6 +305,50 @@ void ModelStore::remove(const std::string& name) {
   fs::remove_all(dir);
 }
 
+Manifest ModelStore::import_local(const std::string& name, const std::string& family, const std::string& format,
+                                  const std::string& source, bool force) {
+  if (!valid_model_name(name))
+    throw std::runtime_error("model name '" + name + "': use lowercase letters, digits, '.', '_' and '-'");
+  const fs::path final_dir = model_dir(name);
+  if (!force && find(name)) throw std::runtime_error(name + " is already in the store (--force replaces it)");
+  std::vector<fs::path> sources;
+  if (fs::is_regular_file(source)) {
+    sources.push_back(source);
+  } else if (fs::is_directory(source)) {
+    for (const fs::directory_entry& e : fs::directory_iterator(source))
+      if (e.is_regular_file() && e.path().filename() != "manifest.json") sources.push_back(e.path());
+    std::sort(sources.begin(), sources.end());
+  }
+  if (sources.empty()) throw std::runtime_error("import: " + source + " is neither a file nor a directory with files");
+  fs::create_directories(root_);
+  TempDir staging{fs::path(root_) / (".import-" + name)};
+  fs::remove_all(staging.path);
+  fs::create_directories(staging.path);
+  Manifest m{name, family, format, "keep", "local", {}, {}, 0, 0};  // precision: as the files hold it
+  for (const fs::path& src : sources) {
+    const fs::path dst = staging.path / src.filename();
+    std::ofstream out(dst, std::ios::binary);
+    if (!out) throw std::runtime_error("cannot write " + dst.string());
+    EvpCtx ctx = new_sha256();
+    const uint64_t size = copy_hashing(src, out, ctx.get());
+    out.close();
+    if (!out) throw std::runtime_error("write error on " + dst.string() + " (disk full?)");
+    m.files.push_back({src.filename().string(), size, finish_hex(ctx.get())});
+    m.size_bytes += size;
+  }
+  m.created = static_cast<int64_t>(std::time(nullptr));
+  {
+    std::ofstream out(staging.path / "manifest.json");
+    out << manifest_to_json(m).dump(2) << "\n";
+    if (!out) throw std::runtime_error("cannot write the manifest in " + staging.path.string());
+  }
+  std::error_code ec;
+  if (fs::exists(final_dir, ec)) fs::remove_all(final_dir);
+  fs::rename(staging.path, final_dir);
+  staging.path.clear();
+  return m;
+}
+
 Manifest ModelStore::pull(const CatalogEntry& entry, const PullOptions& opts) {
   auto log = [&](const std::string& s) {
     if (opts.log) opts.log(s);

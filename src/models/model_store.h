@@ -65,6 +65,13 @@ class ModelStore {
   // verifies every file against the catalog's sha256, writes the manifest, then moves the model
   // into place in one rename, so an interrupted pull never leaves a half model in the store.
   Manifest pull(const CatalogEntry& entry, const PullOptions& opts = {});
+  // Copies a model the user already has (one file, or a directory's regular files, not recursing)
+  // into the store as `name`, hashing each file into a manifest with registry "local" and no
+  // packages; the same staging-then-rename as pull. The caller checks that the engine loads it.
+  // Throws std::runtime_error for an invalid name, a name already taken (unless `force`), or a
+  // source that is neither a file nor a directory with files.
+  Manifest import_local(const std::string& name, const std::string& family, const std::string& format,
+                        const std::string& source, bool force = false);
 
  private:
   std::string root_;

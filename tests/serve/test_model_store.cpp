@@ -86,6 +86,31 @@ TEST(ModelStore, ListFindRemove) {
   fs::remove_all(root);
 }
 
+// `npu model import`'s store half: files copied and hashed into a manifest, listed like a pull;
+// a taken name, a bad name and an empty source are errors.
+TEST(ModelStore, ImportLocalCopiesAndHashes) {
+  const fs::path root = make_temp_dir(), src = make_temp_dir();
+  { std::ofstream(src / "model.nemo") << "abc"; }
+  { std::ofstream(src / "notes.txt") << "hello"; }
+  ModelStore store(root.string());
+  const Manifest m = store.import_local("my-asr", "parakeet", "nemo", src.string());
+  EXPECT_EQ(m.registry, "local");
+  ASSERT_EQ(m.files.size(), 2u);
+  EXPECT_EQ(m.files[0].name, "model.nemo");
+  EXPECT_EQ(m.files[0].sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");  // sha256("abc")
+  EXPECT_EQ(m.size_bytes, 8u);
+  ASSERT_TRUE(store.find("my-asr"));
+  EXPECT_EQ(store.find("my-asr")->family, "parakeet");
+  EXPECT_TRUE(fs::is_regular_file(fs::path(store.model_dir("my-asr")) / "model.nemo"));
+  EXPECT_THROW(store.import_local("my-asr", "parakeet", "nemo", src.string()), std::runtime_error);
+  EXPECT_NO_THROW(store.import_local("my-asr", "parakeet", "nemo", (src / "model.nemo").string(), /*force=*/true));
+  EXPECT_EQ(store.find("my-asr")->files.size(), 1u);
+  EXPECT_THROW(store.import_local("../x", "parakeet", "nemo", src.string()), std::runtime_error);
+  EXPECT_THROW(store.import_local("other", "parakeet", "nemo", (src / "missing").string()), std::runtime_error);
+  fs::remove_all(root);
+  fs::remove_all(src);
+}
+
 TEST(ModelStore, MissingRootListsNothing) {
   ModelStore store("/nonexistent/xdna-store-test");
   EXPECT_TRUE(store.list().empty());
