@@ -32,4 +32,47 @@ void gemm_bfp16(const uint8_t* A, const uint8_t* B, float* C, int64_t m, int64_t
 void pack_bfp16_a(const float* A, int64_t m, int64_t k, uint8_t* out);
 void pack_bfp16_b(const float* B, int64_t k, int64_t n, uint8_t* out);
 
+// ---- Decode-layer kernels (the stages of the fused designs, design_families.h) ----------------
+// bf16 in and out, f32 arithmetic, stores rounded with `rnd`. The simulator runs exactly these
+// for the fused designs and for the unfused ops of npu-sim (sim_backend.cpp, sim_exec.h).
+
+// y[r] = sum_k W[r][k] x[k] as gemv_bf16, but the f32 sum is stored unrounded (LM-head logits).
+void gemv_bf16_f32(const bf16* W, const bf16* x, float* y, int64_t rows, int64_t K);
+
+// RMSNorm of one row of n values: sum of squares in 16-lane f32 accumulators (lane l sums
+// i = l mod 16, a tail shorter than 16 loads zeros), pairwise reduce, inv = 1 / sqrt(sum / n + eps)
+// (exact f32 sqrt and divide), y = bf16(x * inv * (gamma + offset)) with gamma + offset in f32.
+void rmsnorm_bf16(const bf16* x, const bf16* gamma, float offset, float eps, bf16* y, int64_t n, Rounding rnd);
+
+// Elementwise, one f32 op per value: y = bf16(a + b), bf16(a * b); silu(x) = x * recip(1 + exp(-x)),
+// gelu_tanh(x) = x * recip(1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), exp and recip from the
+// lookup tables of aie_numerics.h.
+void add_bf16(const bf16* a, const bf16* b, bf16* y, int64_t n, Rounding rnd);
+void mul_bf16(const bf16* a, const bf16* b, bf16* y, int64_t n, Rounding rnd);
+void silu_bf16(const bf16* x, bf16* y, int64_t n, Rounding rnd);
+void gelu_tanh_bf16(const bf16* x, bf16* y, int64_t n, Rounding rnd);
+
+// RoPE over `heads` heads of head_dim values in place: pairs (i, i + D/2) (half-split) or
+// (2i, 2i + 1) (interleaved) rotated by cos[i], sin[i] (f32, D/2 each: the row of this position):
+// a' = bf16(a c - b s), b' = bf16(b c + a s), each in f32 (two products, one add, one rounding each).
+void rope_bf16(bf16* x, const float* cos, const float* sin, int64_t heads, int64_t head_dim,
+               bool interleaved, Rounding rnd);
+
+// Decode attention of one query head over `positions` keys/values ([position][head_dim] bf16,
+// head_dim a multiple of 16), one flash-decoding partial: s_t = (q . k_t, 16-lane mac + pairwise
+// reduce) * scale in f32; m = max s_t; p_t = bf16(exp(s_t - m)) (table exp); l = sum p_t (f32, in
+// order); o = sum p_t v_t in 16-lane f32 accumulators (t in order); out = bf16(o * recip(l)).
+// positions == 0 gives the empty partial: m = -inf, l = 0, out = 0.
+struct AttnPartial {
+  float max = 0, sum = 0;
+};
+AttnPartial attention_partial_bf16(const bf16* q, const bf16* K, const bf16* V, int64_t positions,
+                                   int64_t head_dim, float scale, bf16* out, Rounding rnd);
+
+// Combines the partials of one query head, in the order given: M = max m_i, w_i = exp(m_i - M) l_i,
+// acc[d] = sum_i w_i o_i[d] (f32, in order), out[d] = bf16(acc[d] * recip(sum_i w_i)).
+// outs: n_parts rows of head_dim bf16.
+void attention_combine_bf16(const AttnPartial* parts, const bf16* outs, int64_t n_parts, int64_t head_dim,
+                            bf16* out, Rounding rnd);
+
 }  // namespace xdna::aie

@@ -26,6 +26,12 @@ constexpr aie::Rounding kStoreRounding = aie::Rounding::NearestEven;
 float bf16_round(float x) { return bf16_to_f32(f32_to_bf16(x)); }
 float store_bf16(float x) { return aie::to_float(aie::to_bf16(x, kStoreRounding)); }
 
+std::vector<aie::bf16> bf16_values(const float* x, int64_t n) {
+  std::vector<aie::bf16> b(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) b[size_t(i)] = {f32_to_bf16(x[i])};
+  return b;
+}
+
 bool plain_activation(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
 int64_t rows_of(const Shape& s) {
@@ -408,29 +414,26 @@ Tensor NpuSimBackend::compute(const Node& node, std::span<const Tensor> inputs) 
       std::vector<float> bs;
       const float* b = inputs.size() > 1 ? f32_values(inputs[1], bs) : nullptr;
       const float s = node.attrs.scale;
+      // The kernels of aie_kernels.h on bf16 copies (the fused designs run the same ones).
+      const std::vector<aie::bf16> xb = bf16_values(x, numel);
+      std::vector<aie::bf16> yb(static_cast<size_t>(numel));
       switch (c.path) {
         case SimPath::Add:
-          for (int64_t i = 0; i < numel; ++i) y[i] = store_bf16(bf16_round(x[i]) + bf16_round(b[i]));
+          aie::add_bf16(xb.data(), bf16_values(b, numel).data(), yb.data(), numel, kStoreRounding);
           break;
         case SimPath::Mul:
-          for (int64_t i = 0; i < numel; ++i) y[i] = store_bf16(bf16_round(x[i]) * bf16_round(b[i]));
+          aie::mul_bf16(xb.data(), bf16_values(b, numel).data(), yb.data(), numel, kStoreRounding);
           break;
         case SimPath::Scale:
-          for (int64_t i = 0; i < numel; ++i) y[i] = store_bf16(bf16_round(x[i]) * s);
+          for (int64_t i = 0; i < numel; ++i) yb[size_t(i)] = aie::to_bf16(aie::to_float(xb[size_t(i)]) * s, kStoreRounding);
           break;
         case SimPath::Silu:  // x * 1 / (1 + exp(-x)) through the exp and reciprocal tables
-          for (int64_t i = 0; i < numel; ++i) {
-            const float v = bf16_round(x[i]);
-            y[i] = store_bf16(v * aie::reciprocal_lut(1.0f + aie::exp_lut(-v)));
-          }
+          aie::silu_bf16(xb.data(), yb.data(), numel, kStoreRounding);
           break;
         default:  // gelu, tanh form as x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
-          for (int64_t i = 0; i < numel; ++i) {
-            const float v = bf16_round(x[i]);
-            const float u = 0.7978845608f * (v + 0.044715f * v * v * v);
-            y[i] = store_bf16(v * aie::reciprocal_lut(1.0f + aie::exp_lut(-2.0f * u)));
-          }
+          aie::gelu_tanh_bf16(xb.data(), yb.data(), numel, kStoreRounding);
       }
+      for (int64_t i = 0; i < numel; ++i) y[i] = aie::to_float(yb[size_t(i)]);
       break;
     }
     case SimPath::LayerNorm:
@@ -448,6 +451,17 @@ Tensor NpuSimBackend::compute(const Node& node, std::span<const Tensor> inputs) 
         if (b) be[size_t(j)] = bf16_round(b[j]);
       }
       const float eps = node.attrs.eps;
+      if (!layer) {  // the rmsnorm kernel (aie_kernels.h), as the fused designs run it
+        const std::vector<aie::bf16> gb = bf16_values(w, H);
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+          const std::vector<aie::bf16> xb = bf16_values(x + r * H, H);
+          std::vector<aie::bf16> yb(static_cast<size_t>(H));
+          aie::rmsnorm_bf16(xb.data(), gb.data(), node.attrs.rms_offset, eps, yb.data(), H, kStoreRounding);
+          for (int64_t j = 0; j < H; ++j) y[r * H + j] = aie::to_float(yb[size_t(j)]);
+        }
+        break;
+      }
 #pragma omp parallel for schedule(static)
       for (int64_t r = 0; r < rows; ++r) {
         std::vector<float> v(static_cast<size_t>(H));

@@ -15,6 +15,7 @@
 #include "npu/design_families.h"
 #include "npu/device_lock.h"
 #include "npu/runtime/device_runtime.h"
+#include "npu/sim_exec.h"
 
 using namespace xdna;
 using namespace xdna::npu;
@@ -105,13 +106,44 @@ TEST(NpuHardware, GemvBf16MatchesHost) {
   EXPECT_EQ(bad, 0);
 }
 
-// One fused decode layer against npu-sim bit for bit. npu-sim runs decoders op by op and has no
-// functional model of the fused layer yet (docs/npu-designs.md, "Not done yet"), so even with a
-// device and the artifact this test can only say what it lacks.
+// One fused decode layer against npu-sim bit for bit. The same host arguments (random bf16
+// weights in the bake layout, x, the RoPE row of position 7, a KV cache of 7 positions) go to the
+// device and to npu-sim's functional model of the design (sim_exec.h); the drained result and
+// K/V row must be equal byte for byte. The kernels' scalar arguments are npu-sim's defaults
+// (RMSNorm eps 1e-6, half-split RoPE, scale 1/sqrt(head_dim)): the compiled kernels must use
+// the same. Never run: no machine here has the NPU.
 TEST(NpuHardware, FusedDecodeLayerMatchesNpuSim) {
-  const Design d = decode_layer_design(DType::I8, {1024, 16, 8, 128, 3072, 1024, true, false}, 8);
+  const DecodeLayerShape s{1024, 16, 8, 128, 3072, 8, true, false};
+  const Design d = decode_layer_design(DType::BF16, s, 8);
   Hardware h = open_for(d);
   if (!h.rt) GTEST_SKIP() << h.skip;
-  GTEST_SKIP() << "npu-sim has no functional model of " << d.name
-               << " to compare with (docs/npu-designs.md: the functional simulation of the fused designs is not done)";
+  std::mt19937 rng(13);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  const auto rnd = [&](int64_t count, float scale, float offset = 0.0f) {
+    std::vector<float> v(static_cast<size_t>(count));
+    for (float& x : v) x = offset + scale * n(rng);
+    return v;
+  };
+  const int64_t H = s.hidden, Q = s.heads * s.head_dim, KV = s.kv_heads * s.head_dim, I = s.intermediate;
+  SimLayerWeights w;
+  w.attn_norm = rnd(H, 0.1f, 1.0f), w.ffn_norm = rnd(H, 0.1f, 1.0f);
+  w.q_norm = rnd(s.head_dim, 0.1f, 1.0f), w.k_norm = rnd(s.head_dim, 0.1f, 1.0f);
+  w.q = rnd(Q * H, 0.03f), w.k = rnd(KV * H, 0.03f), w.v = rnd(KV * H, 0.03f), w.o = rnd(H * Q, 0.03f);
+  w.gate = rnd(I * H, 0.03f), w.up = rnd(I * H, 0.03f), w.down = rnd(H * I, 0.02f);
+  SimKvCache kv(s.kv_heads, s.head_dim, 16);
+  for (int64_t t = 0; t + 1 < s.context; ++t) kv.append(to_bf16(rnd(2 * KV, 1.0f)));
+  std::vector<float> freq;
+  for (int64_t i = 0; i < s.head_dim / 2; ++i) freq.push_back(1.0f / std::pow(1e6f, float(2 * i) / float(s.head_dim)));
+  HostArgs device = pack_decode_layer(d, w, to_bf16(rnd(H, 1.0f)), rope_row(freq, s.context - 1), kv);
+  HostArgs sim = device;
+  run_design(d, sim);
+  std::vector<std::span<uint8_t>> spans(device.begin(), device.end());
+  h.rt->run(d, spans);
+  for (const char* out : {"result", "kv_new"}) {
+    const int i = arg_index(d, out);
+    int64_t diff = 0, first = -1;
+    for (size_t b = 0; b < sim[size_t(i)].size(); ++b)
+      if (sim[size_t(i)][b] != device[size_t(i)][b] && diff++ == 0) first = int64_t(b);
+    EXPECT_EQ(diff, 0) << out << ": " << diff << " bytes differ from npu-sim, the first at byte " << first;
+  }
 }

@@ -1,0 +1,852 @@
+#include "npu/sim_exec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "core/graph.h"
+#include "core/numeric.h"
+#include "npu/aie_kernels.h"
+#include "npu/sim_backend.h"
+
+namespace xdna::npu {
+
+namespace {
+
+using aie::bf16;
+
+// The fused topology's constants (design_families_fused.cpp): 2 KiB DDR-stream objects per core,
+// 4 compute rows per column.
+constexpr int64_t kObj = 2048;
+constexpr int kCores = 4;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t obj_pad(int64_t bytes) { return ceil_div(bytes, kObj) * kObj; }
+
+[[noreturn]] void fail(const Design& d, const std::string& what) {
+  throw std::invalid_argument("npu-sim: design '" + d.name + "': " + what);
+}
+
+int64_t param(const Design& d, const char* name) {
+  auto it = d.params.find(name);
+  if (it == d.params.end()) fail(d, std::string("has no parameter '") + name + "'");
+  return it->second;
+}
+
+int arg_index(const Design& d, const std::string& name) {
+  for (size_t i = 0; i < d.args.size(); ++i)
+    if (d.args[i].name == name) return int(i);
+  fail(d, "has no host argument '" + name + "'");
+}
+
+// The split the generators use (design_families_fused.cpp, Stages): P cores in (column, row)
+// order, ceil(n / P) rows each; attention by (KV head, block of positions).
+struct Geometry {
+  int64_t P = 0, hidden = 0, heads = 0, kv_heads = 0, D = 0, I = 0, context = 1;
+  bool qk_norm = false, gelu = false;
+  int64_t q_dim() const { return heads * D; }
+  int64_t kv_dim() const { return kv_heads * D; }
+  int64_t n_qkv() const { return q_dim() + 2 * kv_dim(); }
+  int64_t rows(int64_t n) const { return ceil_div(n, P); }
+  int64_t kv_per_core() const { return ceil_div(kv_heads, P); }
+  int64_t cores_per_kv() const { return std::max<int64_t>(1, P / kv_heads); }
+  int64_t ppc() const { return ceil_div(context, cores_per_kv()); }
+  int64_t kv_bytes() const { return kv_per_core() * 2 * ppc() * D * 2; }
+  // KV heads [h0, h1) and positions [t0, t1) of core p.
+  void attn_range(int64_t p, int64_t& h0, int64_t& h1, int64_t& t0, int64_t& t1) const {
+    if (kv_per_core() > 1) {
+      h0 = std::min(kv_heads, p * kv_per_core()), h1 = std::min(kv_heads, h0 + kv_per_core());
+      t0 = 0, t1 = context;
+    } else {
+      h0 = p / cores_per_kv(), h1 = std::min(kv_heads, h0 + 1);
+      const int64_t b = p % cores_per_kv();
+      t0 = std::min(context, b * ppc()), t1 = std::min(context, t0 + ppc());
+    }
+  }
+};
+
+Geometry geometry(const Design& d, bool layer) {
+  Geometry g;
+  for (const TileUse& t : d.tiles)
+    if (t.has_kernel) {
+      if (t.kernel.dtype != DType::BF16)
+        fail(d, "kernel dtype " + std::string(dtype_name(t.kernel.dtype)) +
+                    ": npu-sim executes only bf16 fused designs (int8 and bfp16 are priced, not executed)");
+      ++g.P;
+    }
+  if (g.P == 0 || g.P % kCores) fail(d, "has " + std::to_string(g.P) + " cores, not whole columns of 4");
+  if (!layer) return g;
+  g.heads = param(d, "heads"), g.kv_heads = param(d, "kv_heads"), g.D = param(d, "head_dim");
+  if (d.params.count("hidden")) g.hidden = param(d, "hidden");
+  if (d.params.count("intermediate")) g.I = param(d, "intermediate");
+  if (d.params.count("context")) g.context = param(d, "context");
+  g.qk_norm = d.params.count("qk_norm") && param(d, "qk_norm");
+  g.gelu = d.params.count("gelu") && param(d, "gelu");
+  return g;
+}
+
+// Visits the byte offset of every element `p` moves, in transfer order (dims[0] innermost).
+template <class F>
+void walk(const AccessPattern& p, F&& f) {
+  Dim d[3];
+  for (size_t i = 0; i < p.dims.size() && i < 3; ++i) d[i] = p.dims[i];
+  for (int64_t rep = 0; rep < p.repeat; ++rep)
+    for (int64_t i2 = 0; i2 < d[2].size; ++i2)
+      for (int64_t i1 = 0; i1 < d[1].size; ++i1)
+        for (int64_t i0 = 0; i0 < d[0].size; ++i0)
+          f((p.offset + i0 * d[0].stride + i1 * d[1].stride + i2 * d[2].stride) * p.elem_bytes);
+}
+
+std::string ddr_fifo(int c) { return "ddr_c" + std::to_string(c) + "_l3l2"; }
+
+// Each core's DDR stream: its column's fills gathered through their access patterns, split
+// [object][core][2 KiB] as the memtile split does.
+std::vector<std::vector<uint8_t>> core_streams(const Design& d, const HostArgs& args, int64_t P) {
+  std::vector<std::vector<uint8_t>> out(static_cast<size_t>(P));
+  for (int c = 0; c < P / kCores; ++c) {
+    std::vector<uint8_t> col;
+    for (const SeqStep& s : d.sequence) {
+      if (s.op != SeqOp::Fill || s.fifo != ddr_fifo(c)) continue;
+      const std::vector<uint8_t>& a = args.at(size_t(s.arg));
+      walk(s.pattern, [&](int64_t off) {
+        if (off < 0 || off + s.pattern.elem_bytes > int64_t(a.size()))
+          fail(d, "fill of '" + d.args[size_t(s.arg)].name + "' reads past its " + std::to_string(a.size()) + " bytes");
+        col.insert(col.end(), a.begin() + off, a.begin() + off + s.pattern.elem_bytes);
+      });
+    }
+    if (col.size() % (kCores * kObj)) fail(d, "column " + std::to_string(c) + " stream is not whole objects");
+    for (size_t o = 0; o < col.size() / (kCores * kObj); ++o)
+      for (int r = 0; r < kCores; ++r) {
+        auto at = col.begin() + int64_t((o * kCores + r) * kObj);
+        out[size_t(c * kCores + r)].insert(out[size_t(c * kCores + r)].end(), at, at + kObj);
+      }
+  }
+  return out;
+}
+
+// The inverse (packing): scatter each core's stream into the arguments the fills read.
+void scatter_streams(const Design& d, const std::vector<std::vector<uint8_t>>& streams, HostArgs& args) {
+  const int64_t P = int64_t(streams.size());
+  for (int c = 0; c < P / kCores; ++c) {
+    const size_t objs = streams[size_t(c * kCores)].size() / kObj;
+    std::vector<uint8_t> col(objs * kCores * kObj);
+    for (int r = 0; r < kCores; ++r) {
+      const std::vector<uint8_t>& s = streams[size_t(c * kCores + r)];
+      if (s.size() != objs * kObj) fail(d, "core streams of column " + std::to_string(c) + " differ in length");
+      for (size_t o = 0; o < objs; ++o)
+        std::memcpy(col.data() + (o * kCores + r) * kObj, s.data() + o * kObj, kObj);
+    }
+    size_t pos = 0;
+    for (const SeqStep& s : d.sequence) {
+      if (s.op != SeqOp::Fill || s.fifo != ddr_fifo(c)) continue;
+      std::vector<uint8_t>& a = args.at(size_t(s.arg));
+      walk(s.pattern, [&](int64_t off) {
+        if (pos + size_t(s.pattern.elem_bytes) > col.size()) fail(d, "packed stream shorter than its fills");
+        std::memcpy(a.data() + off, col.data() + pos, size_t(s.pattern.elem_bytes));
+        pos += size_t(s.pattern.elem_bytes);
+      });
+    }
+    if (pos != col.size()) fail(d, "fills of column " + std::to_string(c) + " do not take the packed stream");
+  }
+}
+
+const SeqStep& drain_step(const Design& d, const std::string& fifo) {
+  for (const SeqStep& s : d.sequence)
+    if (s.op == SeqOp::Drain && s.fifo == fifo) return s;
+  fail(d, "has no drain of '" + fifo + "'");
+}
+
+// Writes `bytes` to the host argument through the drain step of `fifo`.
+void drain(const Design& d, HostArgs& args, const std::string& fifo, const std::vector<uint8_t>& bytes) {
+  const SeqStep& s = drain_step(d, fifo);
+  std::vector<uint8_t>& a = args.at(size_t(s.arg));
+  if (int64_t(bytes.size()) != s.pattern.bytes()) fail(d, "drain '" + fifo + "' moves " + std::to_string(s.pattern.bytes()) + " bytes");
+  size_t pos = 0;
+  walk(s.pattern, [&](int64_t off) {
+    const size_t n = size_t(s.pattern.elem_bytes);
+    if (off < 0 || size_t(off) + n > a.size()) fail(d, "drain '" + fifo + "' writes past its argument");
+    std::memcpy(a.data() + off, bytes.data() + pos, n);
+    pos += n;
+  });
+}
+
+// What the drain step of `fifo` wrote, in transfer order.
+std::vector<uint8_t> read_drain(const Design& d, const HostArgs& args, const std::string& fifo) {
+  const SeqStep& s = drain_step(d, fifo);
+  const std::vector<uint8_t>& a = args.at(size_t(s.arg));
+  std::vector<uint8_t> bytes;
+  walk(s.pattern, [&](int64_t off) {
+    const size_t n = size_t(s.pattern.elem_bytes);
+    if (off < 0 || size_t(off) + n > a.size()) fail(d, "drain '" + fifo + "' reads past its argument");
+    bytes.insert(bytes.end(), a.begin() + off, a.begin() + off + int64_t(n));
+  });
+  return bytes;
+}
+
+template <class T>
+std::vector<uint8_t> as_bytes(const std::vector<T>& v, int64_t bytes) {
+  std::vector<uint8_t> b(size_t(bytes), 0);
+  std::memcpy(b.data(), v.data(), std::min(size_t(bytes), v.size() * sizeof(T)));
+  return b;
+}
+
+// One core's stream, read part by part (each part padded to whole 2 KiB objects).
+struct Reader {
+  const Design& d;
+  const std::vector<uint8_t>& s;
+  size_t pos = 0, end = 0;
+  void part(int64_t bytes) {
+    pos = end;
+    end = pos + size_t(obj_pad(bytes));
+    if (end > s.size()) fail(d, "a core's DDR stream is shorter than its parts");
+  }
+  template <class T>
+  std::vector<T> take(int64_t n) {
+    std::vector<T> v(static_cast<size_t>(n));
+    if (pos + v.size() * sizeof(T) > end) fail(d, "a part is read past its end");
+    std::memcpy(v.data(), s.data() + pos, v.size() * sizeof(T));
+    pos += v.size() * sizeof(T);
+    return v;
+  }
+};
+
+// One core's stream, written part by part (packing).
+struct Writer {
+  std::vector<uint8_t> s;
+  size_t start = 0, limit = 0;
+  void part(int64_t bytes) {
+    s.resize(start + size_t(obj_pad(limit - start)), 0);  // pad the previous part
+    start = s.size();
+    limit = start + size_t(bytes);
+  }
+  template <class T>
+  void put(const T* v, int64_t n) {
+    const size_t b = size_t(n) * sizeof(T);
+    if (s.size() + b > limit) throw std::logic_error("npu-sim: packed part overflows");
+    s.insert(s.end(), reinterpret_cast<const uint8_t*>(v), reinterpret_cast<const uint8_t*>(v) + b);
+  }
+  void zeros(int64_t bytes) { s.insert(s.end(), size_t(bytes), 0); }
+  std::vector<uint8_t> finish() {
+    part(0);
+    return std::move(s);
+  }
+};
+
+// Rows [p * R, p * R + R) of a [n][k] f32 matrix as bf16, rows past n zero (the bake's padding).
+void put_rows(Writer& w, const std::vector<float>& m, int64_t n, int64_t k, int64_t p, int64_t R) {
+  for (int64_t r = p * R; r < p * R + R; ++r) {
+    if (r < n) {
+      const std::vector<bf16> row = to_bf16(std::span<const float>(m.data() + r * k, size_t(k)));
+      w.put(row.data(), k);
+    } else {
+      w.zeros(k * 2);
+    }
+  }
+}
+void put_vec(Writer& w, const std::vector<float>& v) {
+  const std::vector<bf16> b = to_bf16(v);
+  w.put(b.data(), int64_t(b.size()));
+}
+
+void check_len(const Design& d, const std::vector<float>& v, int64_t n, const char* what) {
+  if (int64_t(v.size()) != n)
+    fail(d, std::string(what) + " has " + std::to_string(v.size()) + " values, expected " + std::to_string(n));
+}
+
+HostArgs empty_args(const Design& d) {
+  HostArgs a;
+  for (const HostArg& h : d.args) a.emplace_back(size_t(h.bytes), uint8_t{0});
+  return a;
+}
+
+// ---- stages (shared by the families) ------------------------------------------------------------
+
+// Each core's rows of W . x through gemv_bf16, gathered in core order (the exchange), cut to n.
+std::vector<bf16> gemv_exchange(const std::vector<std::vector<bf16>>& rows, const std::vector<bf16>& x,
+                                int64_t R, int64_t n) {
+  std::vector<bf16> out(rows.size() * size_t(R));
+  for (size_t p = 0; p < rows.size(); ++p)
+    aie::gemv_bf16(rows[p].data(), x.data(), out.data() + p * size_t(R), R, int64_t(x.size()), kSimRounding);
+  out.resize(size_t(n));
+  return out;
+}
+
+std::vector<bf16> rmsnorm(const std::vector<bf16>& x, const std::vector<bf16>& gamma, const SimKernelArgs& k) {
+  std::vector<bf16> y(x.size());
+  aie::rmsnorm_bf16(x.data(), gamma.data(), k.rms_offset, k.eps, y.data(), int64_t(x.size()), kSimRounding);
+  return y;
+}
+
+// qkv (after the exchange) -> QK-norm per head, RoPE on q and k, in place.
+void qk_norm_rope(const Geometry& g, std::vector<bf16>& qkv, const std::vector<bf16>& qn, const std::vector<bf16>& kn,
+                  const std::vector<float>& rope, const SimKernelArgs& k) {
+  std::vector<bf16> tmp(static_cast<size_t>(g.D));
+  if (g.qk_norm)
+    for (int64_t h = 0; h < g.heads + g.kv_heads; ++h) {
+      bf16* v = qkv.data() + h * g.D;
+      aie::rmsnorm_bf16(v, (h < g.heads ? qn : kn).data(), k.rms_offset, k.eps, tmp.data(), g.D, kSimRounding);
+      std::copy(tmp.begin(), tmp.end(), v);
+    }
+  const float* cs = rope.data();
+  const float* sn = rope.data() + g.D / 2;
+  aie::rope_bf16(qkv.data(), cs, sn, g.heads + g.kv_heads, g.D, k.rope_interleaved, kSimRounding);
+}
+
+// The cores' flash-decoding partials and their combination (every core combines them all; the
+// result is the same on each). kv[p]: core p's kv part (per KV head: K block then V block of
+// ppc positions); new_row >= 0: that position's K/V come from `k_new` / `v_new` (on the array).
+std::vector<bf16> attention(const Geometry& g, const std::vector<bf16>& q, const std::vector<std::vector<bf16>>& kv,
+                            int64_t new_row, const bf16* k_new, const bf16* v_new, const SimKernelArgs& k) {
+  const int64_t group = g.heads / g.kv_heads, D = g.D, ppc = g.ppc();
+  const float scale = k.attn_scale != 0.0f ? k.attn_scale : 1.0f / std::sqrt(float(D));
+  // partials[q head] in core order
+  std::vector<std::vector<aie::AttnPartial>> parts(size_t(g.heads));
+  std::vector<std::vector<bf16>> outs(size_t(g.heads));
+  for (int64_t p = 0; p < g.P; ++p) {
+    int64_t h0, h1, t0, t1;
+    g.attn_range(p, h0, h1, t0, t1);
+    for (int64_t h = h0; h < h1; ++h) {
+      const bf16* block = kv[size_t(p)].data() + (h - h0) * 2 * ppc * D;
+      std::vector<bf16> K(block, block + ppc * D), V(block + ppc * D, block + 2 * ppc * D);
+      if (new_row >= t0 && new_row < t1) {
+        std::copy(k_new + h * D, k_new + h * D + D, K.begin() + (new_row - t0) * D);
+        std::copy(v_new + h * D, v_new + h * D + D, V.begin() + (new_row - t0) * D);
+      }
+      for (int64_t j = 0; j < group; ++j) {
+        const int64_t hq = h * group + j;
+        std::vector<bf16> o(static_cast<size_t>(D));
+        parts[size_t(hq)].push_back(aie::attention_partial_bf16(q.data() + hq * D, K.data(), V.data(), t1 - t0, D,
+                                                                scale, o.data(), kSimRounding));
+        outs[size_t(hq)].insert(outs[size_t(hq)].end(), o.begin(), o.end());
+      }
+    }
+  }
+  std::vector<bf16> out(size_t(g.q_dim()));
+  for (int64_t hq = 0; hq < g.heads; ++hq)
+    aie::attention_combine_bf16(parts[size_t(hq)].data(), outs[size_t(hq)].data(), int64_t(parts[size_t(hq)].size()),
+                                D, out.data() + hq * D, kSimRounding);
+  return out;
+}
+
+// gate/up rows, act x up per core, exchange h; down rows, exchange.
+std::vector<bf16> mlp(const Geometry& g, const std::vector<std::vector<bf16>>& gate,
+                      const std::vector<std::vector<bf16>>& up, const std::vector<std::vector<bf16>>& down,
+                      const std::vector<bf16>& x) {
+  const int64_t Ri = g.rows(g.I), Rh = g.rows(g.hidden);
+  std::vector<bf16> h(static_cast<size_t>(g.P * Ri));
+  std::vector<bf16> gs(static_cast<size_t>(Ri)), us(static_cast<size_t>(Ri)), as(static_cast<size_t>(Ri));
+  for (int64_t p = 0; p < g.P; ++p) {
+    aie::gemv_bf16(gate[size_t(p)].data(), x.data(), gs.data(), Ri, g.hidden, kSimRounding);
+    aie::gemv_bf16(up[size_t(p)].data(), x.data(), us.data(), Ri, g.hidden, kSimRounding);
+    if (g.gelu) aie::gelu_tanh_bf16(gs.data(), as.data(), Ri, kSimRounding);
+    else aie::silu_bf16(gs.data(), as.data(), Ri, kSimRounding);
+    aie::mul_bf16(as.data(), us.data(), h.data() + p * Ri, Ri, kSimRounding);
+  }
+  h.resize(size_t(g.I));
+  return gemv_exchange(down, h, Rh, g.hidden);
+}
+
+void check_dims(const Design& d, const Geometry& g) {
+  if (g.hidden % 16 || g.I % 16 || g.D % 16)
+    fail(d, "hidden, intermediate and head_dim must be multiples of 16 (the GEMV kernels' lanes)");
+}
+
+// ---- families ---------------------------------------------------------------------------------------
+
+void run_decode_layer(const Design& d, HostArgs& args, const SimKernelArgs& k) {
+  const Geometry g = geometry(d, true);
+  check_dims(d, g);
+  const auto streams = core_streams(d, args, g.P);
+  const int64_t Rq = g.rows(g.n_qkv()), Rh = g.rows(g.hidden), Ri = g.rows(g.I);
+  std::vector<Reader> rd;
+  for (const auto& s : streams) rd.push_back({d, s});
+  std::vector<std::vector<bf16>> rows(size_t(g.P)), kv(size_t(g.P)), o(size_t(g.P)), gate(size_t(g.P)),
+      up(size_t(g.P)), down(size_t(g.P));
+  std::vector<bf16> x, gamma, qn, kn, gamma2;
+  std::vector<float> rope;
+  for (int64_t p = 0; p < g.P; ++p) {  // what every core reads, in stream order
+    Reader& r = rd[size_t(p)];
+    r.part(g.hidden * 2);
+    std::vector<bf16> xp = r.take<bf16>(g.hidden);
+    r.part(g.hidden * 2 + Rq * g.hidden * 2 + (g.qk_norm ? 4 * g.D : 0));
+    std::vector<bf16> gp = r.take<bf16>(g.hidden);
+    rows[size_t(p)] = r.take<bf16>(Rq * g.hidden);
+    std::vector<bf16> qnp, knp;
+    if (g.qk_norm) qnp = r.take<bf16>(g.D), knp = r.take<bf16>(g.D);
+    r.part(2 * g.D * 2);
+    std::vector<float> rp = r.take<float>(g.D);
+    r.part(g.kv_bytes());
+    kv[size_t(p)] = r.take<bf16>(g.kv_bytes() / 2);
+    r.part(Rh * g.q_dim() * 2 + g.hidden * 2 + 2 * Ri * g.hidden * 2 + Rh * g.I * 2);
+    o[size_t(p)] = r.take<bf16>(Rh * g.q_dim());
+    std::vector<bf16> g2 = r.take<bf16>(g.hidden);
+    gate[size_t(p)] = r.take<bf16>(Ri * g.hidden);
+    up[size_t(p)] = r.take<bf16>(Ri * g.hidden);
+    down[size_t(p)] = r.take<bf16>(Rh * g.I);
+    // The replicated inputs and the norm gammas are the same on every core, so the work every
+    // core repeats on them (norms, QK-norm, RoPE, residual adds) runs once, on core 0's copy.
+    if (p == 0) x = xp, gamma = gp, qn = qnp, kn = knp, rope = rp, gamma2 = g2;
+  }
+  const std::vector<bf16> xn = rmsnorm(x, gamma, k);
+  std::vector<bf16> qkv = gemv_exchange(rows, xn, Rq, g.n_qkv());
+  qk_norm_rope(g, qkv, qn, kn, rope, k);
+  std::vector<uint8_t> kv_new = as_bytes(std::vector<bf16>(qkv.begin() + g.q_dim(), qkv.end()), 2 * g.kv_dim() * 2);
+  drain(d, args, "kv_new", kv_new);
+  const std::vector<bf16> q(qkv.begin(), qkv.begin() + g.q_dim());
+  const std::vector<bf16> attn = attention(g, q, kv, g.context - 1, qkv.data() + g.q_dim(),
+                                           qkv.data() + g.q_dim() + g.kv_dim(), k);
+  const std::vector<bf16> ov = gemv_exchange(o, attn, Rh, g.hidden);
+  std::vector<bf16> h1(size_t(g.hidden)), out(size_t(g.hidden));
+  aie::add_bf16(x.data(), ov.data(), h1.data(), g.hidden, kSimRounding);
+  const std::vector<bf16> dn = mlp(g, gate, up, down, rmsnorm(h1, gamma2, k));
+  aie::add_bf16(h1.data(), dn.data(), out.data(), g.hidden, kSimRounding);
+  std::vector<uint8_t> res = as_bytes(out, g.hidden * 2);
+  drain(d, args, "result", res);
+}
+
+void run_qkv_rope(const Design& d, HostArgs& args, const SimKernelArgs& k) {
+  Geometry g = geometry(d, true);
+  const auto streams = core_streams(d, args, g.P);
+  const int64_t Rq = g.rows(g.n_qkv());
+  std::vector<std::vector<bf16>> rows(size_t(g.P));
+  std::vector<bf16> x, gamma, qn, kn;
+  std::vector<float> rope;
+  for (int64_t p = 0; p < g.P; ++p) {
+    Reader r{d, streams[size_t(p)]};
+    r.part(g.hidden * 2);
+    std::vector<bf16> xp = r.take<bf16>(g.hidden);
+    r.part(g.hidden * 2 + Rq * g.hidden * 2 + (g.qk_norm ? 4 * g.D : 0));
+    std::vector<bf16> gp = r.take<bf16>(g.hidden);
+    rows[size_t(p)] = r.take<bf16>(Rq * g.hidden);
+    std::vector<bf16> qnp, knp;
+    if (g.qk_norm) qnp = r.take<bf16>(g.D), knp = r.take<bf16>(g.D);
+    r.part(2 * g.D * 2);
+    std::vector<float> rp = r.take<float>(g.D);
+    if (p == 0) x = xp, gamma = gp, qn = qnp, kn = knp, rope = rp;
+  }
+  std::vector<bf16> qkv = gemv_exchange(rows, rmsnorm(x, gamma, k), Rq, g.n_qkv());
+  qk_norm_rope(g, qkv, qn, kn, rope, k);
+  std::vector<uint8_t> q = as_bytes(std::vector<bf16>(qkv.begin(), qkv.begin() + g.q_dim()), g.q_dim() * 2);
+  std::vector<uint8_t> kvn = as_bytes(std::vector<bf16>(qkv.begin() + g.q_dim(), qkv.end()), 2 * g.kv_dim() * 2);
+  drain(d, args, "result", q);
+  drain(d, args, "kv_new", kvn);
+}
+
+void run_attention_decode(const Design& d, HostArgs& args, const SimKernelArgs& k) {
+  const Geometry g = geometry(d, true);
+  if (param(d, "positions_per_core") != g.ppc()) fail(d, "positions_per_core does not match the split");
+  const auto streams = core_streams(d, args, g.P);
+  std::vector<std::vector<bf16>> kv(size_t(g.P));
+  std::vector<bf16> q;
+  for (int64_t p = 0; p < g.P; ++p) {
+    Reader r{d, streams[size_t(p)]};
+    r.part(g.q_dim() * 2);
+    std::vector<bf16> qp = r.take<bf16>(g.q_dim());
+    r.part(g.kv_bytes());
+    kv[size_t(p)] = r.take<bf16>(g.kv_bytes() / 2);
+    if (p == 0) q = qp;
+  }
+  std::vector<uint8_t> out = as_bytes(attention(g, q, kv, -1, nullptr, nullptr, k), g.q_dim() * 2);
+  drain(d, args, "result", out);
+}
+
+Geometry mlp_geometry(const Design& d) {
+  Geometry g = geometry(d, false);
+  g.hidden = param(d, "hidden"), g.I = param(d, "intermediate"), g.gelu = param(d, "gelu");
+  g.D = 16;
+  return g;
+}
+
+void run_mlp_fused(const Design& d, HostArgs& args) {
+  const Geometry g = mlp_geometry(d);
+  check_dims(d, g);
+  const auto streams = core_streams(d, args, g.P);
+  const int64_t Rh = g.rows(g.hidden), Ri = g.rows(g.I);
+  std::vector<std::vector<bf16>> gate(size_t(g.P)), up(size_t(g.P)), down(size_t(g.P));
+  std::vector<bf16> x;
+  for (int64_t p = 0; p < g.P; ++p) {
+    Reader r{d, streams[size_t(p)]};
+    r.part(g.hidden * 2);
+    std::vector<bf16> xp = r.take<bf16>(g.hidden);
+    r.part(2 * Ri * g.hidden * 2 + Rh * g.I * 2);
+    gate[size_t(p)] = r.take<bf16>(Ri * g.hidden);
+    up[size_t(p)] = r.take<bf16>(Ri * g.hidden);
+    down[size_t(p)] = r.take<bf16>(Rh * g.I);
+    if (p == 0) x = xp;
+  }
+  std::vector<uint8_t> out = as_bytes(mlp(g, gate, up, down, x), g.hidden * 2);
+  drain(d, args, "result", out);
+}
+
+// LM head: logits of core p, object o at rows p * R + o * chunk; each column joins [object][core].
+struct HeadGeometry {
+  int64_t P, vocab, hidden, R, chunk, objects;
+};
+HeadGeometry head_geometry(const Design& d) {
+  const Geometry g = geometry(d, false);
+  HeadGeometry h{g.P, param(d, "vocab"), param(d, "hidden"), 0, 0, 0};
+  h.R = param(d, "vocab_pad") / h.P;
+  h.chunk = std::min<int64_t>(256, ceil_div(h.vocab, h.P));
+  h.objects = h.R / h.chunk;
+  return h;
+}
+
+void run_lm_head(const Design& d, HostArgs& args, const SimKernelArgs& k) {
+  const HeadGeometry h = head_geometry(d);
+  if (h.hidden % 16) fail(d, "hidden must be a multiple of 16");
+  const auto streams = core_streams(d, args, h.P);
+  std::vector<std::vector<float>> logits(size_t(h.P), std::vector<float>(size_t(h.R)));
+  std::vector<bf16> xn;
+  for (int64_t p = 0; p < h.P; ++p) {
+    Reader r{d, streams[size_t(p)]};
+    r.part(h.hidden * 2);
+    std::vector<bf16> x = r.take<bf16>(h.hidden);
+    r.part(h.hidden * 2 + h.R * h.hidden * 2);
+    std::vector<bf16> gamma = r.take<bf16>(h.hidden);
+    std::vector<bf16> rows = r.take<bf16>(h.R * h.hidden);
+    if (p == 0) xn = rmsnorm(x, gamma, k);  // every core normalises the same x
+    aie::gemv_bf16_f32(rows.data(), xn.data(), logits[size_t(p)].data(), h.R, h.hidden);
+  }
+  for (int64_t c = 0; c < h.P / kCores; ++c) {
+    std::vector<uint8_t> col;
+    for (int64_t o = 0; o < h.objects; ++o)
+      for (int r = 0; r < kCores; ++r) {
+        const float* src = logits[size_t(c * kCores + r)].data() + o * h.chunk;
+        col.insert(col.end(), reinterpret_cast<const uint8_t*>(src), reinterpret_cast<const uint8_t*>(src + h.chunk));
+      }
+    drain(d, args, "out_c" + std::to_string(c) + "_l2l3", col);
+  }
+}
+
+}  // namespace
+
+// ---- public ---------------------------------------------------------------------------------------
+
+SimKvCache::SimKvCache(int64_t kv_heads_, int64_t head_dim_, int64_t max_len_)
+    : kv_heads(kv_heads_), head_dim(head_dim_), max_len(max_len_),
+      k(size_t(kv_heads_ * max_len_ * head_dim_)), v(size_t(kv_heads_ * max_len_ * head_dim_)) {}
+
+void SimKvCache::append(std::span<const aie::bf16> row) {
+  const int64_t kvd = kv_heads * head_dim;
+  if (int64_t(row.size()) != 2 * kvd)
+    throw std::invalid_argument("npu-sim: kv row of " + std::to_string(row.size()) + " values, expected " +
+                                std::to_string(2 * kvd));
+  if (length >= max_len) throw std::invalid_argument("npu-sim: KV cache full (" + std::to_string(max_len) + ")");
+  for (int64_t h = 0; h < kv_heads; ++h) {
+    std::copy_n(row.begin() + h * head_dim, head_dim, k.begin() + (h * max_len + length) * head_dim);
+    std::copy_n(row.begin() + kvd + h * head_dim, head_dim, v.begin() + (h * max_len + length) * head_dim);
+  }
+  ++length;
+}
+
+std::vector<float> rope_row(std::span<const float> inv_freq, int64_t position) {
+  const size_t half = inv_freq.size();
+  std::vector<float> r(2 * half);
+  for (size_t i = 0; i < half; ++i) {
+    const float a = float(position) * inv_freq[i];
+    r[i] = std::cos(a);
+    r[half + i] = std::sin(a);
+  }
+  return r;
+}
+
+std::vector<aie::bf16> to_bf16(std::span<const float> x) {
+  std::vector<aie::bf16> b(x.size());
+  for (size_t i = 0; i < x.size(); ++i) b[i] = aie::to_bf16(x[i], kSimRounding);
+  return b;
+}
+
+std::vector<float> to_f32(std::span<const aie::bf16> x) {
+  std::vector<float> f(x.size());
+  for (size_t i = 0; i < x.size(); ++i) f[i] = aie::to_float(x[i]);
+  return f;
+}
+
+namespace {
+
+// The layer's x, weights, rope parts of core p (decode_layer and qkv_rope share them).
+void put_attn_parts(Writer& w, const Geometry& g, const SimLayerWeights& lw, std::span<const aie::bf16> x,
+                    std::span<const float> rope, int64_t p) {
+  const int64_t Rq = g.rows(g.n_qkv());
+  w.part(g.hidden * 2);
+  w.put(x.data(), g.hidden);
+  w.part(g.hidden * 2 + Rq * g.hidden * 2 + (g.qk_norm ? 4 * g.D : 0));
+  put_vec(w, lw.attn_norm);
+  std::vector<float> qkv(lw.q);
+  qkv.insert(qkv.end(), lw.k.begin(), lw.k.end());
+  qkv.insert(qkv.end(), lw.v.begin(), lw.v.end());
+  put_rows(w, qkv, g.n_qkv(), g.hidden, p, Rq);
+  if (g.qk_norm) put_vec(w, lw.q_norm), put_vec(w, lw.k_norm);
+  w.part(2 * g.D * 2);
+  w.put(rope.data(), g.D);
+}
+
+void check_layer(const Design& d, const Geometry& g, const SimLayerWeights& w, std::span<const aie::bf16> x,
+                 std::span<const float> rope, bool rest) {
+  if (int64_t(x.size()) != g.hidden) fail(d, "x has " + std::to_string(x.size()) + " values");
+  if (int64_t(rope.size()) != g.D) fail(d, "rope row has " + std::to_string(rope.size()) + " values, expected head_dim");
+  check_len(d, w.attn_norm, g.hidden, "attn_norm");
+  check_len(d, w.q, g.q_dim() * g.hidden, "q");
+  check_len(d, w.k, g.kv_dim() * g.hidden, "k");
+  check_len(d, w.v, g.kv_dim() * g.hidden, "v");
+  if (g.qk_norm) check_len(d, w.q_norm, g.D, "q_norm"), check_len(d, w.k_norm, g.D, "k_norm");
+  if (!rest) return;
+  check_len(d, w.o, g.hidden * g.q_dim(), "o");
+  check_len(d, w.ffn_norm, g.hidden, "ffn_norm");
+  check_len(d, w.gate, g.I * g.hidden, "gate");
+  check_len(d, w.up, g.I * g.hidden, "up");
+  check_len(d, w.down, g.hidden * g.I, "down");
+}
+
+// Core p's kv part: per KV head of the core, K then V of its positions, cache positions
+// first + t; positions at or past `have` (and idle cores) stay zero.
+void put_kv(Writer& w, const Geometry& g, const SimKvCache& kv, int64_t first, int64_t have, int64_t p) {
+  int64_t h0, h1, t0, t1;
+  g.attn_range(p, h0, h1, t0, t1);
+  w.part(g.kv_bytes());
+  const int64_t ppc = g.ppc();
+  for (int64_t h = h0; h < h0 + g.kv_per_core(); ++h)
+    for (const auto* src : {&kv.k, &kv.v})
+      for (int64_t t = t0; t < t0 + ppc; ++t) {
+        if (h < h1 && t < t1 && first + t < have)
+          w.put(src->data() + (h * kv.max_len + first + t) * g.D, g.D);
+        else
+          w.zeros(g.D * 2);
+      }
+}
+
+void check_kv(const Design& d, const Geometry& g, const SimKvCache& kv) {
+  if (kv.kv_heads != g.kv_heads || kv.head_dim != g.D) fail(d, "KV cache shape does not match the design");
+}
+
+}  // namespace
+
+HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& lw, std::span<const aie::bf16> x,
+                           std::span<const float> rope, const SimKvCache& kv) {
+  if (d.family != "decode_layer") fail(d, "is not a decode_layer design");
+  const Geometry g = geometry(d, true);
+  check_dims(d, g);
+  check_layer(d, g, lw, x, rope, true);
+  check_kv(d, g, kv);
+  if (g.context > kv.length + 1) fail(d, "context " + std::to_string(g.context) + " > cached + 1");
+  const int64_t first = kv.length + 1 - g.context, Rh = g.rows(g.hidden), Ri = g.rows(g.I);
+  std::vector<std::vector<uint8_t>> streams;
+  for (int64_t p = 0; p < g.P; ++p) {
+    Writer w;
+    put_attn_parts(w, g, lw, x, rope, p);
+    put_kv(w, g, kv, first, kv.length, p);
+    w.part(Rh * g.q_dim() * 2 + g.hidden * 2 + 2 * Ri * g.hidden * 2 + Rh * g.I * 2);
+    put_rows(w, lw.o, g.hidden, g.q_dim(), p, Rh);
+    put_vec(w, lw.ffn_norm);
+    put_rows(w, lw.gate, g.I, g.hidden, p, Ri);
+    put_rows(w, lw.up, g.I, g.hidden, p, Ri);
+    put_rows(w, lw.down, g.hidden, g.I, p, Rh);
+    streams.push_back(w.finish());
+  }
+  HostArgs a = empty_args(d);
+  scatter_streams(d, streams, a);
+  return a;
+}
+
+HostArgs pack_qkv_rope(const Design& d, const SimLayerWeights& lw, std::span<const aie::bf16> x,
+                       std::span<const float> rope) {
+  if (d.family != "qkv_rope") fail(d, "is not a qkv_rope design");
+  const Geometry g = geometry(d, true);
+  check_layer(d, g, lw, x, rope, false);
+  std::vector<std::vector<uint8_t>> streams;
+  for (int64_t p = 0; p < g.P; ++p) {
+    Writer w;
+    put_attn_parts(w, g, lw, x, rope, p);
+    streams.push_back(w.finish());
+  }
+  HostArgs a = empty_args(d);
+  scatter_streams(d, streams, a);
+  return a;
+}
+
+HostArgs pack_attention_decode(const Design& d, std::span<const aie::bf16> q, const SimKvCache& kv) {
+  if (d.family != "attention_decode") fail(d, "is not an attention_decode design");
+  const Geometry g = geometry(d, true);
+  check_kv(d, g, kv);
+  if (int64_t(q.size()) != g.q_dim()) fail(d, "q has " + std::to_string(q.size()) + " values");
+  if (g.context > kv.length) fail(d, "context " + std::to_string(g.context) + " > cached positions");
+  std::vector<std::vector<uint8_t>> streams;
+  for (int64_t p = 0; p < g.P; ++p) {
+    Writer w;
+    w.part(g.q_dim() * 2);
+    w.put(q.data(), g.q_dim());
+    put_kv(w, g, kv, kv.length - g.context, kv.length, p);
+    streams.push_back(w.finish());
+  }
+  HostArgs a = empty_args(d);
+  scatter_streams(d, streams, a);
+  return a;
+}
+
+HostArgs pack_mlp_fused(const Design& d, const SimLayerWeights& lw, std::span<const aie::bf16> x) {
+  if (d.family != "mlp_fused") fail(d, "is not an mlp_fused design");
+  const Geometry g = mlp_geometry(d);
+  check_dims(d, g);
+  if (int64_t(x.size()) != g.hidden) fail(d, "x has " + std::to_string(x.size()) + " values");
+  check_len(d, lw.gate, g.I * g.hidden, "gate");
+  check_len(d, lw.up, g.I * g.hidden, "up");
+  check_len(d, lw.down, g.hidden * g.I, "down");
+  const int64_t Rh = g.rows(g.hidden), Ri = g.rows(g.I);
+  std::vector<std::vector<uint8_t>> streams;
+  for (int64_t p = 0; p < g.P; ++p) {
+    Writer w;
+    w.part(g.hidden * 2);
+    w.put(x.data(), g.hidden);
+    w.part(2 * Ri * g.hidden * 2 + Rh * g.I * 2);
+    put_rows(w, lw.gate, g.I, g.hidden, p, Ri);
+    put_rows(w, lw.up, g.I, g.hidden, p, Ri);
+    put_rows(w, lw.down, g.hidden, g.I, p, Rh);
+    streams.push_back(w.finish());
+  }
+  HostArgs a = empty_args(d);
+  scatter_streams(d, streams, a);
+  return a;
+}
+
+HostArgs pack_lm_head(const Design& d, std::span<const float> gamma, std::span<const float> head,
+                      std::span<const aie::bf16> x) {
+  if (d.family != "lm_head") fail(d, "is not an lm_head design");
+  const HeadGeometry h = head_geometry(d);
+  if (int64_t(gamma.size()) != h.hidden || int64_t(x.size()) != h.hidden ||
+      int64_t(head.size()) != h.vocab * h.hidden)
+    fail(d, "gamma, x or head weights do not match vocab x hidden");
+  const std::vector<float> g(gamma.begin(), gamma.end()), m(head.begin(), head.end());
+  std::vector<std::vector<uint8_t>> streams;
+  for (int64_t p = 0; p < h.P; ++p) {
+    Writer w;
+    w.part(h.hidden * 2);
+    w.put(x.data(), h.hidden);
+    w.part(h.hidden * 2 + h.R * h.hidden * 2);
+    put_vec(w, g);
+    put_rows(w, m, h.vocab, h.hidden, p, h.R);
+    streams.push_back(w.finish());
+  }
+  HostArgs a = empty_args(d);
+  scatter_streams(d, streams, a);
+  return a;
+}
+
+void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k) {
+  if (args.size() != d.args.size()) fail(d, "takes " + std::to_string(d.args.size()) + " host arguments");
+  for (size_t i = 0; i < args.size(); ++i)
+    if (int64_t(args[i].size()) != d.args[i].bytes)
+      fail(d, "argument '" + d.args[i].name + "' has " + std::to_string(args[i].size()) + " bytes, expected " +
+                  std::to_string(d.args[i].bytes));
+  if (d.family == "decode_layer") return run_decode_layer(d, args, k);
+  if (d.family == "qkv_rope") return run_qkv_rope(d, args, k);
+  if (d.family == "attention_decode") return run_attention_decode(d, args, k);
+  if (d.family == "mlp_fused") return run_mlp_fused(d, args);
+  if (d.family == "lm_head") return run_lm_head(d, args, k);
+  fail(d, "family '" + d.family + "' has no functional model in npu-sim");
+}
+
+std::vector<aie::bf16> arg_bf16(const Design& d, const HostArgs& args, const std::string& name, int64_t n) {
+  const std::vector<uint8_t>& a = args.at(size_t(arg_index(d, name)));
+  if (int64_t(a.size()) < 2 * n) fail(d, "argument '" + name + "' holds fewer than " + std::to_string(n) + " bf16");
+  std::vector<aie::bf16> v(static_cast<size_t>(n));
+  std::memcpy(v.data(), a.data(), size_t(n) * 2);
+  return v;
+}
+
+std::vector<float> arg_f32(const Design& d, const HostArgs& args, const std::string& name, int64_t n) {
+  const std::vector<uint8_t>& a = args.at(size_t(arg_index(d, name)));
+  if (int64_t(a.size()) < 4 * n) fail(d, "argument '" + name + "' holds fewer than " + std::to_string(n) + " f32");
+  std::vector<float> v(static_cast<size_t>(n));
+  std::memcpy(v.data(), a.data(), size_t(n) * 4);
+  return v;
+}
+
+std::vector<float> lm_head_logits(const Design& d, const HostArgs& args) {
+  const HeadGeometry h = head_geometry(d);
+  std::vector<float> logits(static_cast<size_t>(h.P * h.R));
+  for (int64_t c = 0; c < h.P / kCores; ++c) {
+    const std::vector<uint8_t> col = read_drain(d, args, "out_c" + std::to_string(c) + "_l2l3");
+    if (int64_t(col.size()) != h.objects * kCores * h.chunk * 4) fail(d, "LM-head drain of unexpected size");
+    for (int64_t o = 0; o < h.objects; ++o)
+      for (int r = 0; r < kCores; ++r)
+        std::memcpy(logits.data() + (c * kCores + r) * h.R + o * h.chunk,
+                    col.data() + ((o * kCores + r) * h.chunk) * 4, size_t(h.chunk) * 4);
+  }
+  logits.resize(size_t(h.vocab));
+  return logits;
+}
+
+// ---- two routes through one layer ----------------------------------------------------------------
+
+SimLayerResult fused_decode_layer(const DecodeLayerShape& shape, const SimLayerWeights& w,
+                                  std::span<const aie::bf16> x, std::span<const float> rope, SimKvCache& kv,
+                                  const SimKernelArgs& k, int columns) {
+  DecodeLayerShape s = shape;
+  s.context = kv.length + 1;
+  const Design d = decode_layer_design(DType::BF16, s, columns);
+  HostArgs a = pack_decode_layer(d, w, x, rope, kv);
+  run_design(d, a, k);
+  kv.append(arg_bf16(d, a, "kv_new", 2 * s.kv_heads * s.head_dim));
+  return {arg_bf16(d, a, "result", s.hidden), {d.name}};
+}
+
+namespace {
+
+Tensor row_tensor(std::span<const aie::bf16> v) { return Tensor::from_vector({1, int64_t(v.size())}, to_f32(v)); }
+
+std::vector<aie::bf16> tensor_bf16(const Tensor& t) {
+  const std::vector<float> f = t.to_vector();
+  std::vector<aie::bf16> b(f.size());
+  for (size_t i = 0; i < f.size(); ++i) b[i] = {f32_to_bf16(f[i])};  // exact: npu-sim stores bf16 values
+  return b;
+}
+
+}  // namespace
+
+SimLayerResult op_by_op_decode_layer(NpuSimBackend& sim, const DecodeLayerShape& shape, const SimLayerWeights& w,
+                                     std::span<const aie::bf16> x, std::span<const float> rope, SimKvCache& kv,
+                                     const SimKernelArgs& k, int columns) {
+  DecodeLayerShape s = shape;
+  s.context = kv.length + 1;
+  SimLayerResult r;
+  const Design dq = qkv_rope_design(DType::BF16, s, columns);
+  HostArgs aq = pack_qkv_rope(dq, w, x, rope);
+  run_design(dq, aq, k);
+  const std::vector<aie::bf16> q = arg_bf16(dq, aq, "result", s.heads * s.head_dim);
+  kv.append(arg_bf16(dq, aq, "kv_new", 2 * s.kv_heads * s.head_dim));  // the host places the row
+  const Design da = attention_decode_design(s, columns);
+  HostArgs aa = pack_attention_decode(da, q, kv);
+  run_design(da, aa, k);
+  r.designs = {dq.name, da.name};
+
+  // The rest as unfused dispatches of npu-sim, each a Node as the decoder's graph has it.
+  const auto run = [&](OpKind op, std::vector<Tensor> in, const std::string& name) {
+    Node n;
+    n.op = op;
+    n.name = name;
+    n.attrs.eps = k.eps;
+    n.attrs.rms_offset = k.rms_offset;
+    if (!sim.supports(n, in)) throw std::logic_error("npu-sim refuses " + name + ": " + sim.refusals().at(std::string(op_name(op))));
+    Tensor t = sim.compute(n, in);
+    r.designs.push_back(name);
+    return t;
+  };
+  const auto mat = [](const std::vector<float>& m, int64_t rows, int64_t cols) {
+    return Tensor::from_vector({rows, cols}, m);
+  };
+  const int64_t H = s.hidden, I = s.intermediate, Q = s.heads * s.head_dim;
+  const Tensor xt = row_tensor(x);
+  const Tensor o = run(OpKind::MatMul, {row_tensor(arg_bf16(da, aa, "result", Q)), mat(w.o, H, Q)}, "o");
+  const Tensor h1 = run(OpKind::Add, {xt, o}, "attn_residual");
+  const Tensor hn = run(OpKind::RMSNorm, {h1, Tensor::from_vector({H}, w.ffn_norm)}, "ffn_norm");
+  const Tensor gate = run(OpKind::MatMul, {hn, mat(w.gate, I, H)}, "gate");
+  const Tensor up = run(OpKind::MatMul, {hn, mat(w.up, I, H)}, "up");
+  const Tensor act = run(s.gelu ? OpKind::GeluTanh : OpKind::Silu, {gate}, "act");
+  const Tensor m = run(OpKind::Mul, {act, up}, "gated");
+  const Tensor dn = run(OpKind::MatMul, {m, mat(w.down, H, I)}, "down");
+  r.out = tensor_bf16(run(OpKind::Add, {h1, dn}, "ffn_residual"));
+  return r;
+}
+
+}  // namespace xdna::npu

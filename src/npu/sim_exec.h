@@ -1,0 +1,106 @@
+// npu-sim's functional execution of the fused designs (design_families.h, "Fused decode designs"):
+// a design runs from its host arguments, the DDR buffers the device runtime would pass. Each
+// column's DDR stream is gathered through the runtime sequence's fill access patterns and split
+// over its 4 cores ([object][core][2 KiB], as the memtile split does); every core consumes its
+// stream in the design's part order and runs the kernels of aie_kernels.h on it; the exchanges
+// gather the cores' output slices in (column, row) order, as the memtile join chain does; the
+// outputs leave through the drain steps' access patterns. Only bf16 designs are executed.
+// The cost model still prices the same design (sim_backend.h); this file computes, it does not
+// time. Layouts and what is not modelled: docs/npu-sim.md, "Fused designs".
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "npu/aie_numerics.h"
+#include "npu/design.h"
+#include "npu/design_families.h"
+
+namespace xdna::npu {
+
+// The rounding every simulated kernel stores bf16 with (the kernels select conv_even).
+inline constexpr aie::Rounding kSimRounding = aie::Rounding::NearestEven;
+
+class NpuSimBackend;
+
+using HostArgs = std::vector<std::vector<uint8_t>>;  // one byte vector per Design::args entry
+
+// Scalar kernel arguments that are not part of a design's shape.
+struct SimKernelArgs {
+  float eps = 1e-6f;          // RMSNorm epsilon
+  float rms_offset = 0.0f;    // Gemma's (1 + w): added to every norm gamma in f32
+  float attn_scale = 0.0f;    // 0: 1 / sqrt(head_dim)
+  bool rope_interleaved = false;  // pairs (2i, 2i + 1) instead of (i, i + D/2)
+};
+
+// One decoder layer's weights as f32 values (rounded to bf16 nearest-even when packed):
+// matrices row-major [out][in], norm gammas [n]. q_norm / k_norm only with QK-norm.
+struct SimLayerWeights {
+  std::vector<float> attn_norm, q, k, v, q_norm, k_norm, o, ffn_norm, gate, up, down;
+};
+
+// A layer's KV cache as npu-sim keeps it in DDR: bf16 [kv_head][max_len][head_dim].
+struct SimKvCache {
+  int64_t kv_heads = 0, head_dim = 0, max_len = 0, length = 0;
+  std::vector<aie::bf16> k, v;
+  SimKvCache() = default;
+  SimKvCache(int64_t kv_heads, int64_t head_dim, int64_t max_len);
+  // Appends one position from a kv_new row (k [kv_heads x head_dim] then v); throws when full.
+  void append(std::span<const aie::bf16> kv_row);
+};
+
+// The RoPE row of one position ("rope" argument): cos[D/2] then sin[D/2], f32, angles
+// position * inv_freq[i] in f32 as the host's rope computes them.
+std::vector<float> rope_row(std::span<const float> inv_freq, int64_t position);
+
+std::vector<aie::bf16> to_bf16(std::span<const float> x);
+std::vector<float> to_f32(std::span<const aie::bf16> x);
+
+// Host arguments of the fused designs, in the DDR layouts their fills read (zero-filled
+// elsewhere). x: the layer input [hidden] bf16. decode_layer: the KV positions read are the last
+// context - 1 cached ones plus the new token's slot, which stays zero (the new K/V row never
+// leaves the array before attention). attention_decode: the last `context` cached positions.
+HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& w, std::span<const aie::bf16> x,
+                           std::span<const float> rope, const SimKvCache& kv);
+HostArgs pack_qkv_rope(const Design& d, const SimLayerWeights& w, std::span<const aie::bf16> x,
+                       std::span<const float> rope);
+HostArgs pack_attention_decode(const Design& d, std::span<const aie::bf16> q, const SimKvCache& kv);
+HostArgs pack_mlp_fused(const Design& d, const SimLayerWeights& w, std::span<const aie::bf16> x);
+// lm_head: final-norm gamma [hidden] and the head [vocab][hidden].
+HostArgs pack_lm_head(const Design& d, std::span<const float> gamma, std::span<const float> head,
+                      std::span<const aie::bf16> x);
+
+// Runs one invocation of `d` (families decode_layer, qkv_rope, attention_decode, mlp_fused,
+// lm_head; dtype bf16) on `args`, writing its drained outputs into them. Throws
+// std::invalid_argument naming the design and what it cannot execute (family, dtype, argument
+// sizes).
+void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k = {});
+
+// A drained output argument as bf16 / f32 values (`n` of them).
+std::vector<aie::bf16> arg_bf16(const Design& d, const HostArgs& args, const std::string& name, int64_t n);
+std::vector<float> arg_f32(const Design& d, const HostArgs& args, const std::string& name, int64_t n);
+// The logits [vocab] f32 an lm_head invocation drained (per column [object][core][256 rows]).
+std::vector<float> lm_head_logits(const Design& d, const HostArgs& args);
+
+// ---- One decoder layer, two routes -------------------------------------------------------------
+struct SimLayerResult {
+  std::vector<aie::bf16> out;        // [hidden]
+  std::vector<std::string> designs;  // the dispatches, in order (design names; unfused ops by node name)
+};
+
+// Route A: the whole layer as one decode_layer design (context = kv.length + 1), the new K/V
+// row appended to `kv` from the kv_new output.
+SimLayerResult fused_decode_layer(const DecodeLayerShape& shape, const SimLayerWeights& w,
+                                  std::span<const aie::bf16> x, std::span<const float> rope, SimKvCache& kv,
+                                  const SimKernelArgs& k = {}, int columns = 8);
+
+// Route B: the same layer op by op: qkv_rope design, the K/V row placed in the cache by the
+// host, attention_decode design, then o-projection, residual add, RMSNorm, gate, up, act, mul,
+// down and residual add each as its own unfused dispatch of `sim` (NpuSimBackend::compute).
+SimLayerResult op_by_op_decode_layer(NpuSimBackend& sim, const DecodeLayerShape& shape,
+                                     const SimLayerWeights& w, std::span<const aie::bf16> x,
+                                     std::span<const float> rope, SimKvCache& kv, const SimKernelArgs& k = {},
+                                     int columns = 8);
+
+}  // namespace xdna::npu

@@ -1,0 +1,81 @@
+#include "npu/sim_exec_decoder.h"
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "npu/design_families.h"
+
+namespace xdna::npu {
+
+// ---- one decode token ------------------------------------------------------------------------------
+
+SimDecoderState::SimDecoderState(const SimDecoderModel& m, int64_t max_len) {
+  for (size_t i = 0; i < m.layers.size(); ++i) kv.emplace_back(m.shape.kv_heads, m.shape.head_dim, max_len);
+}
+
+SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecoderState& state) {
+  const int64_t H = m.shape.hidden;
+  if (id < 0 || id >= m.vocab)
+    throw std::invalid_argument("npu-sim: token id " + std::to_string(id) + " outside the vocabulary [0, " +
+                                std::to_string(m.vocab) + ")");
+  if (state.kv.size() != m.layers.size()) throw std::invalid_argument("npu-sim: the state was not made for this model");
+  using clock = std::chrono::steady_clock;
+  const auto ms = [](clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  };
+  SimTokenResult r;
+  const std::string sim(kModelledLabel);
+  auto t0 = clock::now();
+  std::vector<float> e(m.embed.begin() + id * H, m.embed.begin() + (id + 1) * H);
+  for (float& v : e) v *= m.embed_scale;
+  std::vector<aie::bf16> x = to_bf16(e);
+  r.report.ops.push_back({"embed", OpKind::Embedding, "host", false, ms(t0)});
+
+  const std::vector<float> rope = rope_row(m.inv_freq, state.position);
+  std::vector<std::shared_ptr<const Design>> designs;
+  std::vector<Invocation> inv;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    t0 = clock::now();
+    DecodeLayerShape s = m.shape;
+    s.context = state.kv[i].length + 1;
+    auto d = std::make_shared<const Design>(decode_layer_design(DType::BF16, s, m.columns));
+    HostArgs a = pack_decode_layer(*d, m.layers[i], x, rope, state.kv[i]);
+    run_design(*d, a, m.kernel);
+    state.kv[i].append(arg_bf16(*d, a, "kv_new", 2 * s.kv_heads * s.head_dim));
+    x = arg_bf16(*d, a, "result", H);
+    const double t = ms(t0);
+    // The layer's ops, all inside this one decode_layer invocation (its time on the first).
+    const std::string L = "L" + std::to_string(i) + ".";
+    const std::pair<const char*, OpKind> ops[] = {
+        {"attn_norm", OpKind::RMSNorm}, {"qkv", OpKind::MatMul},        {"qk_norm", OpKind::RMSNorm},
+        {"rope", OpKind::Rope},         {"cache.write", OpKind::KvWrite}, {"attention", OpKind::Attention},
+        {"o", OpKind::MatMul},          {"attn_residual", OpKind::Add},  {"ffn_norm", OpKind::RMSNorm},
+        {"gate_up", OpKind::MatMul},    {"act", m.shape.gelu ? OpKind::GeluTanh : OpKind::Silu},
+        {"gated", OpKind::Mul},         {"down", OpKind::MatMul},        {"ffn_residual", OpKind::Add}};
+    bool first = true;
+    for (const auto& [name, op] : ops) {
+      if (op == OpKind::RMSNorm && std::string(name) == "qk_norm" && !m.shape.qk_norm) continue;
+      r.report.ops.push_back({L + name + " [" + d->name + "]", op, sim, false, first ? t : 0.0});
+      first = false;
+    }
+    inv.push_back({d.get(), "model.xclbin", i == 0});
+    designs.push_back(std::move(d));
+  }
+  t0 = clock::now();
+  auto head = std::make_shared<const Design>(lm_head_design(DType::BF16, m.vocab, H, m.columns));
+  HostArgs a = pack_lm_head(*head, m.final_norm, m.head, x);
+  run_design(*head, a, m.kernel);
+  r.logits = lm_head_logits(*head, a);
+  const double t = ms(t0);
+  r.report.ops.push_back({"final_norm [" + head->name + "]", OpKind::RMSNorm, sim, false, t});
+  r.report.ops.push_back({"output [" + head->name + "]", OpKind::MatMul, sim, false, 0.0});
+  inv.push_back({head.get(), "model.xclbin", false});
+  designs.push_back(head);
+  r.cost = cost_report(inv);
+  ++state.position;
+  return r;
+}
+
+}  // namespace xdna::npu

@@ -1,0 +1,46 @@
+// A decoder-only LLM's decode token through the fused plan on npu-sim, executed functionally
+// (sim_exec.h) and priced by the cost model (sim_backend.h: cost_report), the two reported
+// separately. What the planner plans for a decoder (planner.h, plan_decoder), run.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/graph.h"
+#include "npu/sim_backend.h"
+#include "npu/sim_exec.h"
+
+namespace xdna::npu {
+
+// ---- One decode token through the fused plan ---------------------------------------------------
+// A decoder-only LLM as the fused plan runs it: every layer one decode_layer design, the final
+// RMSNorm and LM head one lm_head design, all in one dispatch; the embedding row gather and the
+// sampling on the host. Weights f32 (the bake rounds them to bf16).
+struct SimDecoderModel {
+  DecodeLayerShape shape;  // context is set per token
+  SimKernelArgs kernel;
+  int64_t vocab = 0;
+  std::vector<float> embed;  // [vocab][hidden]
+  float embed_scale = 1.0f;
+  std::vector<float> inv_freq;  // [head_dim / 2] RoPE frequencies
+  std::vector<SimLayerWeights> layers;
+  std::vector<float> final_norm, head;  // [hidden], [vocab][hidden]
+  int columns = 8;
+};
+
+struct SimDecoderState {
+  std::vector<SimKvCache> kv;  // per layer
+  int64_t position = 0;
+  SimDecoderState(const SimDecoderModel& m, int64_t max_len);
+};
+
+struct SimTokenResult {
+  std::vector<float> logits;  // [vocab] f32
+  RunReport report;           // every op of the token: where it ran (npu-sim or host)
+  CostReport cost;            // the token's invocations priced by the cost model (modelled)
+};
+
+// Runs token `id` at state.position, appends its K/V and advances the position. Throws
+// std::invalid_argument for an id outside the vocabulary or a full cache.
+SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecoderState& state);
+
+}  // namespace xdna::npu
