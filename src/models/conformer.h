@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/backend.h"
 #include "core/graph.h"  // RunReport
 #include "core/tensor.h"
@@ -47,6 +49,10 @@ struct ConformerMelConfig {
   std::string log = "add";            // "add": log(x + guard); "clamp": log(clamp(x, guard, 1e9))
   float log_guard = 5.960464477539063e-08f;  // NeMo: 2^-24
   std::string normalize = "per_feature";     // "per_feature" (mean/std over time) or "none"
+  // NeMo's seq_len, floor((samples + 2 (n_fft / 2) - n_fft) / hop), leaves out the last centred
+  // frame (masked to zero upstream): true returns only the valid frames. GigaAM keeps them all.
+  // window also takes "hann_periodic" (torch.hann_window's default, torchaudio), "hamming", "ones".
+  bool drop_last_frame = true;
 };
 
 struct ConformerConfig {
@@ -65,13 +71,14 @@ struct ConformerConfig {
   int64_t conv_kernel = 9;
   std::string self_attention = "rel_pos";  // "rel_pos" (Transformer-XL, pos_bias_u/v) or "rotary"
   int64_t pos_emb_max_len = 5000;
-  float rotary_base = 10000.0f;
+  float rotary_base = 10000.0f;  // GigaAM passes pos_emb_max_len (5000) as its rotary base
   bool xscaling = true;  // multiply the subsampled features by sqrt(d_model)
   bool attention_bias = true;
   bool conv_bias = true;
   bool ff_bias = true;
   std::string conv_norm = "batch_norm";  // "batch_norm" (folded at load) or "layer_norm"
   float layer_norm_eps = 1e-5f;
+  float batch_norm_eps = 1e-5f;  // conv module batch norm (folded at load)
 
   // Head.
   std::string head = "ctc";   // "ctc", "rnnt" or "tdt"
@@ -136,6 +143,27 @@ std::vector<AsrToken> transducer_greedy(const ConformerModel& model, const Tenso
 // Token ids -> text: pieces concatenated, U+2581 -> space, leading space trimmed.
 std::string detokenize(const ConformerModel& model, const std::vector<AsrToken>& tokens);
 
+// The RNN-T / TDT head resolved once from config + weights (no encoder weights needed): prediction
+// network (embedding + LSTM, PyTorch gate order i, f, g, o) and joint network
+// (out(relu(enc(x) + pred(g)))). Views into the source; LSTM biases summed into f32 copies.
+// NeMo names (above); GigaAM's own ("head.decoder.embed.weight", "head.decoder.lstm.*",
+// "head.joint.{enc,pred}.*", "head.joint.joint_net.1.*") are accepted too.
+struct TransducerHead {
+  ConformerConfig config;
+  Tensor embed;                              // [vocab_size + 1, pred_hidden]
+  std::vector<Tensor> w_ih, w_hh, lstm_bias; // per layer: [4 pred_hidden, pred_hidden] x2, [4 pred_hidden]
+  Tensor enc_w, enc_b;                       // [joint_hidden, d_model], [joint_hidden]
+  Tensor pred_w, pred_b;                     // [joint_hidden, pred_hidden], [joint_hidden]
+  Tensor out_w, out_b;                       // [vocab_size + 1 + durations, joint_hidden], [...]
+};
+// Throws std::invalid_argument for a config that is not "rnnt"/"tdt" or is inconsistent, and
+// std::runtime_error naming a missing or mis-shaped weight.
+TransducerHead load_transducer_head(const ConformerConfig& config, const WeightSource& weights);
+std::vector<AsrToken> transducer_greedy(const TransducerHead& head, const Tensor& encoded);
+std::vector<AsrToken> transducer_greedy(const ConformerConfig& config, const WeightSource& weights,
+                                        const Tensor& encoded);
+std::string detokenize(const std::vector<std::string>& vocabulary, const std::vector<AsrToken>& tokens);
+
 // ---- Loading (src/models/conformer_load.cpp) -----------------------------------------------
 
 // A NeMo .nemo archive (model_config.yaml + model_weights.ckpt + tokenizer), a GigaAM checkpoint
@@ -143,5 +171,27 @@ std::string detokenize(const ConformerModel& model, const std::vector<AsrToken>&
 // directory (config.json + model.safetensors, renamed to NeMo keys), or a store directory holding
 // one of these. Throws std::runtime_error naming what is missing or unsupported.
 std::shared_ptr<ConformerModel> load_conformer(const std::string& path);
+
+// What load_conformer reads before constructing the model (each step exposed for tests).
+struct ConformerCheckpoint {
+  ConformerConfig config;
+  std::shared_ptr<const WeightSource> weights;  // under NeMo's tensor names
+  std::vector<std::string> vocabulary;          // config.vocab_size pieces, blank excluded
+  std::string format;                           // "nemo", "gigaam" or "transformers"
+};
+ConformerCheckpoint read_conformer_checkpoint(const std::string& path);
+// A .nemo model_config.yaml -> config (encoder, preprocessor, head; vocab_size from the decoder /
+// joint sections). `where` prefixes error messages, which name the offending key.
+ConformerConfig conformer_config_from_nemo_yaml(const std::string& yaml_text, const std::string& where);
+// GigaAM's checkpoint "cfg" (as TorchCheckpoint::metadata()["objects"]["cfg"] gives it).
+ConformerConfig conformer_config_from_gigaam(const nlohmann::json& cfg, const std::string& where);
+// transformers' Parakeet config.json (+ preprocessor_config.json, may be null).
+ConformerConfig conformer_config_from_hf_parakeet(const nlohmann::json& config, const nlohmann::json& preprocessor,
+                                                  const std::string& where);
+// Tensor names of the other layouts -> NeMo's ("" for tensors the engine does not use).
+std::string parakeet_hf_to_nemo_name(const std::string& hf_name);
+std::string gigaam_to_nemo_name(const std::string& gigaam_name);
+// The pieces of a SentencePiece model (tokenizer.model bytes), by id.
+std::vector<std::string> sentencepiece_pieces(const std::string& model_bytes, const std::string& where);
 
 }  // namespace xdna
