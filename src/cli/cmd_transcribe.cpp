@@ -44,6 +44,7 @@ struct TranscribeCliOptions {
   bool temperature_given = false;
   std::string prompt;
   bool no_timestamps = false;
+  bool word_timestamps = false;
   bool progress = false;
   bool timings = false;
   std::string device = "host";
@@ -102,6 +103,7 @@ std::string in_process_reason(const TranscribeCliOptions& o) {
   if (o.temperature_given) return "--temperature's fallback ladder is not part of the transcription API";
   if (o.beam_size != TranscribeOptions{}.beam_size) return "--beam-size is not part of the transcription API";
   if (o.no_timestamps) return "--no-timestamps is not part of the transcription API";
+  if (o.word_timestamps) return "--word-timestamps runs in this process";
   if (o.task == "translate" && !o.language.empty()) return "translations on the server take no --language";
   return "";
 }
@@ -152,6 +154,7 @@ void run_transcribe(const TranscribeCliOptions& o) {
   if (o.temperature_given) opts.temperatures = temperature_ladder(o.temperature);
   opts.initial_prompt = o.prompt;
   opts.timestamps = !o.no_timestamps;
+  opts.word_timestamps = o.word_timestamps;
   DeviceBackends devices;
   opts.backends = devices.list(o.device, o.fallback);
   const std::string& format = o.format;
@@ -250,6 +253,9 @@ void add_transcribe_command(CLI::App& app) {
       ->each([o](const std::string&) { o->temperature_given = true; });
   cmd->add_option("--prompt", o->prompt, "Initial prompt: text that precedes the first window (names, spelling)");
   cmd->add_flag("--no-timestamps", o->no_timestamps, "Decode without timestamp tokens (one segment per 30-s window)");
+  cmd->add_flag("--word-timestamps", o->word_timestamps,
+                "Word-level timestamps (openai-whisper's word_timestamps): json and verbose_json list the words "
+                "with start, end and probability; segment times move onto their words");
   cmd->add_flag("--progress", o->progress, "Show progress on stderr even when it is not a terminal");
   cmd->add_flag("--timings", o->timings,
                 "Report encoder ms per window and decoder ms per step (json formats: as fields; else on stderr)");

@@ -3,6 +3,7 @@
 #include "models/config_reader.h"
 #include "models/graph_builder.h"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -126,6 +127,24 @@ RunReport run_graph(Graph& g, std::vector<Backend*> backends) {
   return exec.run(g);
 }
 
+// "alignment_heads": [[layer, head], ...] within the decoder; throws naming what is wrong.
+std::vector<std::pair<int64_t, int64_t>> read_alignment_heads(const nlohmann::json& v, const WhisperSpec& s,
+                                                              const std::string& origin) {
+  const std::string what = origin + ": \"alignment_heads\" ";
+  if (!v.is_array()) throw std::runtime_error(what + "must be a list of [layer, head] pairs");
+  std::vector<std::pair<int64_t, int64_t>> heads;
+  for (const auto& pair : v) {
+    if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() || !pair[1].is_number_integer())
+      throw std::runtime_error(what + "must be a list of [layer, head] pairs, found " + pair.dump());
+    const int64_t layer = pair[0].get<int64_t>(), head = pair[1].get<int64_t>();
+    if (layer < 0 || layer >= s.decoder_layers || head < 0 || head >= s.decoder_heads)
+      throw std::runtime_error(what + "names " + pair.dump() + ", outside the decoder's " + num(s.decoder_layers) +
+                               " layers x " + num(s.decoder_heads) + " heads");
+    heads.emplace_back(layer, head);
+  }
+  return heads;
+}
+
 nlohmann::json read_json_file(const std::string& path) {
   std::ifstream f(path);
   if (!f) throw std::runtime_error(path + ": cannot open");
@@ -167,6 +186,8 @@ WhisperSpec WhisperSpec::from_hf_config(const nlohmann::json& config) {
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(e.what());
   }
+  if (config.is_object() && config.contains("alignment_heads"))
+    s.alignment_heads = read_alignment_heads(config["alignment_heads"], s, origin);
   return s;
 }
 
@@ -274,6 +295,13 @@ std::shared_ptr<WhisperModel> WhisperModel::load(const std::string& path) {
   // released Whisper size (tiny 6, base 8, small 12, medium 16, large 20).
   WhisperSpec spec = has_config ? WhisperSpec::from_hf_config(read_json_file(config_path))
                                 : WhisperSpec::from_weights(*weights, WhisperSpec::from_weights(*weights, 1).d_model / 64);
+  // Hugging Face checkpoints keep the alignment heads in generation_config.json.
+  const std::string generation_path = path + "/generation_config.json";
+  if (spec.alignment_heads.empty() && fs::exists(generation_path)) {
+    const nlohmann::json gen = read_json_file(generation_path);
+    if (gen.is_object() && gen.contains("alignment_heads"))
+      spec.alignment_heads = read_alignment_heads(gen["alignment_heads"], spec, generation_path);
+  }
   return std::make_shared<WhisperModel>(spec, std::move(weights));
 }
 
@@ -488,6 +516,95 @@ void WhisperModel::reorder(WhisperDecodeState& state, const std::vector<int64_t>
     if (!next[i]) next[i].emplace(std::move(old[source[i]]));
   state.self.clear();
   for (auto& c : next) state.self.push_back(std::move(*c));
+}
+
+Tensor WhisperModel::cross_attention_scores(const Tensor& audio_features, const std::vector<int32_t>& tokens,
+                                            const std::vector<std::pair<int64_t, int64_t>>& heads, Tensor* logits,
+                                            std::vector<Backend*> backends) const {
+  const WhisperSpec& s = spec_;
+  const Impl& w = *impl_;
+  const int64_t T = static_cast<int64_t>(tokens.size()), S = s.n_audio_ctx, d = s.d_model, H = s.decoder_heads,
+                D = d / H;
+  if (T == 0) throw std::invalid_argument("whisper cross_attention_scores: no tokens");
+  if (T > s.n_text_ctx)
+    throw std::invalid_argument("whisper cross_attention_scores: " + num(T) + " tokens exceed the text context of " +
+                                num(s.n_text_ctx));
+  for (const auto& [layer, head] : heads)
+    if (layer < 0 || layer >= s.decoder_layers || head < 0 || head >= H)
+      throw std::invalid_argument("whisper cross_attention_scores: head (" + num(layer) + ", " + num(head) +
+                                  ") outside the decoder's " + num(s.decoder_layers) + " layers x " + num(H) + " heads");
+  std::vector<int32_t> positions(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= s.vocab)
+      throw std::invalid_argument("whisper cross_attention_scores: token id " + num(tokens[t]) +
+                                  " outside the vocabulary [0, " + num(s.vocab) + ")");
+    positions[t] = static_cast<int32_t>(t);
+  }
+  const WhisperDecodeState st = start(audio_features, 1, backends);
+
+  // The decoder of decode() for one sequence with no cache (causal self-attention over the
+  // sequence itself), keeping each layer's cross-attention queries and every row's logits.
+  Builder b;
+  Graph& g = b.g;
+  ValueId x = g.add(OpKind::Embedding, {b.constant("embed_tokens", w.embed_tokens), g.input("ids", i32_tensor(tokens))},
+                    {}, "embed_tokens");
+  x = g.add(OpKind::Add,
+            {x, g.add(OpKind::Embedding,
+                      {b.constant("embed_positions", w.decoder_positions), g.input("positions", i32_tensor(positions))},
+                      {}, "embed_positions")},
+            {}, "add_positions");
+  std::vector<ValueId> queries;
+  for (int64_t i = 0; i < s.decoder_layers; ++i) {
+    const DecoderLayer& lw = w.decoder[i];
+    const std::string L = "dec" + num(i) + ".";
+    ValueId h = b.layer_norm(x, lw.self.norm, L + "self_attn_layer_norm");
+    const ValueId q = b.reshape(b.linear(h, lw.self.q, L + "q"), {T, H, D}, L + "q.heads");
+    const ValueId k = b.reshape(b.linear(h, lw.self.k, L + "k"), {T, H, D}, L + "k.heads");
+    const ValueId v = b.reshape(b.linear(h, lw.self.v, L + "v"), {T, H, D}, L + "v.heads");
+    OpAttrs at;
+    at.causal = true;
+    ValueId o = g.add(OpKind::Attention, {q, k, v}, at, L + "self_attention");
+    o = b.linear(b.reshape(o, {T, d}, L + "merge_heads"), lw.self.o, L + "out_proj");
+    x = g.add(OpKind::Add, {x, o}, {}, L + "self_attn_residual");
+
+    h = b.layer_norm(x, lw.cross.norm, L + "encoder_attn_layer_norm");
+    const ValueId cq = b.reshape(b.linear(h, lw.cross.q, L + "encoder_attn.q"), {T, H, D}, L + "encoder_attn.q.heads");
+    g.mark_output(cq);
+    queries.push_back(cq);
+    ValueId c = g.add(OpKind::Attention, {cq, b.constant(L + "cross.k", st.cross_k[i]), b.constant(L + "cross.v", st.cross_v[i])},
+                      {}, L + "encoder_attention");
+    c = b.linear(b.reshape(c, {T, d}, L + "encoder_attn.merge_heads"), lw.cross.o, L + "encoder_attn.out_proj");
+    x = g.add(OpKind::Add, {x, c}, {}, L + "encoder_attn_residual");
+    x = b.residual_mlp(x, lw.ffn_norm, lw.fc1, lw.fc2, L);
+  }
+  x = b.layer_norm(x, w.decoder_norm, "layer_norm");
+  const ValueId out = b.matmul(x, w.output, {}, "proj_out");
+  g.mark_output(out);
+  run_graph(g, std::move(backends));
+  if (logits) *logits = host::to_f32(g.get(out));
+
+  // The scores of the wanted heads: [T, D] queries against [S, D] keys, a small product per head.
+  const int64_t n_heads = static_cast<int64_t>(heads.size());
+  Tensor scores = Tensor::zeros({n_heads, T, S});
+  float* dst = scores.data<float>();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  for (int64_t i = 0; i < n_heads; ++i) {
+    const auto [layer, head] = heads[i];
+    const Tensor qt = host::to_f32(g.get(queries[layer]));
+    const float* qd = qt.data<float>();                  // [T, H, D]
+    const float* kd = st.cross_k[layer].data<float>();  // [S, H, D]
+    for (int64_t t = 0; t < T; ++t) {
+      const float* qrow = qd + (t * H + head) * D;
+      float* row = dst + (i * T + t) * S;
+      for (int64_t j = 0; j < S; ++j) {
+        const float* krow = kd + (j * H + head) * D;
+        float dot = 0;
+        for (int64_t e = 0; e < D; ++e) dot += qrow[e] * krow[e];
+        row[j] = dot * scale;
+      }
+    }
+  }
+  return scores;
 }
 
 }  // namespace xdna

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,12 +34,17 @@ struct WhisperSpec {
   int64_t decoder_layers = 0, decoder_heads = 0;
   int64_t ffn_dim = 0;  // 4 * d_model in every released size
   int64_t vocab = 0;    // 51864 (.en) or 51865+ (multilingual)
+  // Decoder cross-attention heads that track the audio position of each token, as (layer, head)
+  // pairs (openai-whisper's _ALIGNMENT_HEADS; config.json or generation_config.json
+  // "alignment_heads"). Word timestamps need them; empty when the model's files do not say.
+  std::vector<std::pair<int64_t, int64_t>> alignment_heads;
   bool multilingual() const { return vocab >= 51865; }
   int64_t head_dim() const { return d_model / encoder_heads; }
 
   // From transformers' WhisperConfig (config.json: d_model, encoder_layers, encoder_attention_heads,
   // decoder_*, num_mel_bins, max_source_positions, max_target_positions, vocab_size,
-  // encoder_ffn_dim). Throws std::runtime_error naming a missing or invalid field.
+  // encoder_ffn_dim; optional alignment_heads). Throws std::runtime_error naming a missing or
+  // invalid field.
   static WhisperSpec from_hf_config(const nlohmann::json& config);
   // Inferred from the tensor shapes of a source with HF names (for baked files that carry no
   // config); heads come from `heads` since shapes do not tell them.
@@ -84,6 +90,16 @@ class WhisperModel {
   // Beam bookkeeping: beam i continues what beam source[i] held (copies its self-attention
   // cache). source.size() may differ from beams() (the state then has source.size() beams).
   void reorder(WhisperDecodeState& state, const std::vector<int64_t>& source) const;
+
+  // One forward pass of the decoder over a whole token sequence (positions 0 ...), as
+  // openai-whisper's find_alignment re-runs it for word timestamps. Returns the cross-attention
+  // scores of the given (layer, head) pairs before the softmax, q.k / sqrt(head_dim):
+  // [heads.size(), tokens, n_audio_ctx] f32, and (when `logits` is given) the logits of every
+  // position [tokens, vocab] f32. Throws std::invalid_argument for a head outside the decoder,
+  // an empty or too long sequence, or an id outside the vocabulary.
+  Tensor cross_attention_scores(const Tensor& audio_features, const std::vector<int32_t>& tokens,
+                                const std::vector<std::pair<int64_t, int64_t>>& heads,
+                                Tensor* logits = nullptr, std::vector<Backend*> backends = {}) const;
 
  private:
   struct Impl;

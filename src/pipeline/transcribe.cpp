@@ -12,6 +12,7 @@
 
 #include "pipeline/audio.h"
 #include "pipeline/whisper_decoding.h"
+#include "pipeline/whisper_timing.h"
 
 namespace xdna {
 namespace {
@@ -250,6 +251,46 @@ Transcript Transcriber::transcribe(const std::vector<float>& samples,
   };
   m.reorder = [&](const std::vector<int64_t>& source) { model_->reorder(state, source); };
   m.text = [&](const std::vector<int32_t>& ids) { return tokenizer_.decode(ids, true); };
+  double last_speech_timestamp = 0;  // upstream's running end of speech, across windows
+  if (options.word_timestamps) {
+    if (spec.alignment_heads.empty())
+      throw std::invalid_argument(
+          "transcribe: word timestamps need the model's alignment heads, and this model names none "
+          "(\"alignment_heads\" in its config.json or generation_config.json)");
+    out.word_timestamps = true;
+    m.words = [&](std::vector<TranscriptSegment>& segments, int64_t, int64_t frames) {
+      std::vector<int32_t> text;
+      for (const TranscriptSegment& seg : segments)
+        for (int32_t id : seg.tokens)
+          if (id < tokens_.eot) text.push_back(id);
+      std::vector<whisper::WordTiming> alignment;
+      if (!text.empty()) {  // upstream's find_alignment: one forward over the whole sequence
+        std::vector<int32_t> seq = sot_sequence;
+        seq.push_back(tokens_.no_timestamps);
+        seq.insert(seq.end(), text.begin(), text.end());
+        seq.push_back(tokens_.eot);
+        Tensor logits;
+        const Tensor scores =
+            model_->cross_attention_scores(features, seq, spec.alignment_heads, &logits, options.backends);
+        // Probability of each text token where it was predicted, over the text vocabulary (< eot).
+        const int64_t sot_len = static_cast<int64_t>(sot_sequence.size()), vocab = logits.dim(1);
+        std::vector<float> probs;
+        for (size_t i = 0; i < text.size(); ++i) {
+          const float* row = logits.data<float>() + (sot_len + static_cast<int64_t>(i)) * vocab;
+          const float mx = *std::max_element(row, row + tokens_.eot);
+          double sum = 0;
+          for (int32_t v = 0; v < tokens_.eot; ++v) sum += std::exp(static_cast<double>(row[v] - mx));
+          probs.push_back(static_cast<float>(std::exp(static_cast<double>(row[text[i]] - mx)) / sum));
+        }
+        alignment = whisper::find_alignment(scores, sot_len, text, probs, frames, tokens_.eot, language,
+                                            [&](const std::vector<int32_t>& ids) { return tokenizer_.decode(ids, false); });
+      }
+      whisper::add_word_timestamps(segments, std::move(alignment), tokens_.eot, options.prepend_punctuations,
+                                   options.append_punctuations, last_speech_timestamp);
+      double end = 0;
+      if (whisper::segments_end(segments, end)) last_speech_timestamp = end;
+    };
+  }
 
   whisper::SeekResult r = whisper::transcribe_frames(content_frames, sot_sequence, prompt_tokens,
                                                      tokens_, options, base, m);

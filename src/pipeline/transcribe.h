@@ -40,10 +40,22 @@ struct TranscribeOptions {
   bool condition_on_previous_text = true;
   std::string initial_prompt;
   bool timestamps = true;        // false = <|notimestamps|>, one segment per window
+  // Word-level timestamps (openai-whisper's word_timestamps=True): each segment gets its words,
+  // and segment start/end move onto them. Needs the model's alignment heads.
+  bool word_timestamps = false;
+  std::string prepend_punctuations = "\"'\u201c\u00bf([{-";  // joined to the next word
+  std::string append_punctuations =
+      "\"'.\u3002,\uff0c!\uff01?\uff1f:\uff1a\u201d)]}\u3001";  // joined to the previous word
   uint64_t seed = 0;             // for sampling at temperature > 0
   // Called after each window with (seconds done, seconds total); may be empty.
   std::function<void(double, double)> progress;
   std::vector<Backend*> backends;  // empty = host
+};
+
+struct TranscriptWord {
+  std::string word;  // with its leading space
+  double start = 0, end = 0;  // seconds, rounded to 10 ms as upstream
+  float probability = 0;
 };
 
 struct TranscriptSegment {
@@ -53,6 +65,7 @@ struct TranscriptSegment {
   std::string text;
   std::vector<int32_t> tokens;
   float temperature = 0, avg_logprob = 0, compression_ratio = 0, no_speech_prob = 0;
+  std::vector<TranscriptWord> words;  // with word_timestamps only
 };
 
 struct Transcript {
@@ -60,6 +73,7 @@ struct Transcript {
   std::string language;
   float language_probability = 0;
   double duration = 0;  // seconds of audio
+  bool word_timestamps = false;  // segments carry words (formats then include them)
   std::vector<TranscriptSegment> segments;
   // Timing of this run (host wall clock): encoder ms per window, decoder ms per token.
   double encode_ms = 0, decode_ms = 0;
@@ -96,7 +110,11 @@ class Transcriber {
 // newline), "json" ({"text": ...}), "verbose_json" (task, language, duration, text, segments with
 // id/seek/start/end/text/tokens/temperature/avg_logprob/compression_ratio/no_speech_prob), "srt",
 // "vtt". Throws std::invalid_argument listing the formats for any other name.
+// With word timestamps (t.word_timestamps), json and verbose_json also carry "words" (all words,
+// OpenAI's shape: text stripped), and each verbose_json segment its "words" (openai-whisper's:
+// leading space kept); every word has start, end (s) and probability. include_segments = false
+// leaves verbose_json's "segments" out (OpenAI's timestamp_granularities[]=word alone).
 std::string format_transcript(const Transcript& t, const std::string& format,
-                              const std::string& task = "transcribe");
+                              const std::string& task = "transcribe", bool include_segments = true);
 
 }  // namespace xdna

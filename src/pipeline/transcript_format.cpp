@@ -95,8 +95,24 @@ std::string cue_text(const std::string& text) {
   return t;
 }
 
-nlohmann::json segment_json(const TranscriptSegment& s) {
-  return {{"id", s.id},
+// A word as openai-whisper's JSON holds it (leading space kept); OpenAI's top-level "words"
+// strip it.
+nlohmann::json word_json(const TranscriptWord& w, bool stripped) {
+  return {{"word", stripped ? strip(w.word) : w.word},
+          {"start", millis(w.start)},
+          {"end", millis(w.end)},
+          {"probability", tidy(w.probability)}};
+}
+
+nlohmann::json all_words_json(const Transcript& t) {
+  nlohmann::json words = nlohmann::json::array();
+  for (const TranscriptSegment& s : t.segments)
+    for (const TranscriptWord& w : s.words) words.push_back(word_json(w, true));
+  return words;
+}
+
+nlohmann::json segment_json(const TranscriptSegment& s, bool with_words) {
+  nlohmann::json j = {{"id", s.id},
           {"seek", s.seek},
           {"start", millis(s.start)},
           {"end", millis(s.end)},
@@ -106,11 +122,18 @@ nlohmann::json segment_json(const TranscriptSegment& s) {
           {"avg_logprob", tidy(s.avg_logprob)},
           {"compression_ratio", tidy(s.compression_ratio)},
           {"no_speech_prob", tidy(s.no_speech_prob)}};
+  if (with_words) {
+    nlohmann::json words = nlohmann::json::array();
+    for (const TranscriptWord& w : s.words) words.push_back(word_json(w, false));
+    j["words"] = std::move(words);
+  }
+  return j;
 }
 
 }  // namespace
 
-std::string format_transcript(const Transcript& t, const std::string& format, const std::string& task) {
+std::string format_transcript(const Transcript& t, const std::string& format, const std::string& task,
+                              bool include_segments) {
   // Invalid UTF-8 (a token split mid-character) becomes U+FFFD rather than an exception.
   const auto dump = [](const nlohmann::json& j) {
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -121,16 +144,23 @@ std::string format_transcript(const Transcript& t, const std::string& format, co
     for (const TranscriptSegment& s : t.segments) out += strip(s.text) + "\n";
     return out;
   }
-  if (format == "json") return dump({{"text", strip(t.text)}}) + "\n";
+  if (format == "json") {
+    nlohmann::json j = {{"text", strip(t.text)}};
+    if (t.word_timestamps) j["words"] = all_words_json(t);
+    return dump(j) + "\n";
+  }
   if (format == "verbose_json") {
-    nlohmann::json segments = nlohmann::json::array();
-    for (const TranscriptSegment& s : t.segments) segments.push_back(segment_json(s));
-    return dump({{"task", task},
-                 {"language", language_name(t.language)},
-                 {"duration", millis(t.duration)},
-                 {"text", strip(t.text)},
-                 {"segments", std::move(segments)}}) +
-           "\n";
+    nlohmann::json j = {{"task", task},
+                        {"language", language_name(t.language)},
+                        {"duration", millis(t.duration)},
+                        {"text", strip(t.text)}};
+    if (t.word_timestamps) j["words"] = all_words_json(t);
+    if (include_segments) {
+      nlohmann::json segments = nlohmann::json::array();
+      for (const TranscriptSegment& s : t.segments) segments.push_back(segment_json(s, t.word_timestamps));
+      j["segments"] = std::move(segments);
+    }
+    return dump(j) + "\n";
   }
   if (format == "srt") {
     std::string out;

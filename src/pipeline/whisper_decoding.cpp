@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "pipeline/audio.h"
+#include "pipeline/whisper_timing.h"
 
 namespace xdna {
 
@@ -375,6 +376,7 @@ WindowSegments split_segments(const std::vector<int32_t>& tokens, const WhisperT
     if (is_ts(i - 1) && is_ts(i)) slices.push_back(i);
 
   WindowSegments out;
+  out.single_timestamp_ending = single_ending;
   if (!slices.empty()) {
     if (single_ending) slices.push_back(n);
     size_t last = 0;
@@ -423,9 +425,10 @@ SeekResult transcribe_frames(int64_t content_frames, const std::vector<int32_t>&
     } else {
       const double time_offset = static_cast<double>(seek * kWhisperHop) / kWhisperSampleRate;
       WindowSegments split = split_segments(r.tokens, t, segment_frames);
+      std::vector<TranscriptSegment> window;
       for (const SegmentSpan& span : split.spans) {
         TranscriptSegment seg;
-        seg.id = static_cast<int64_t>(res.segments.size());
+        seg.id = static_cast<int64_t>(res.segments.size() + window.size());
         seg.seek = seek;
         seg.start = time_offset + span.start_ts * seconds_per_ts;
         seg.end = time_offset + span.end_ts * seconds_per_ts;
@@ -435,15 +438,26 @@ SeekResult transcribe_frames(int64_t content_frames, const std::vector<int32_t>&
         seg.avg_logprob = r.avg_logprob;
         seg.compression_ratio = r.compression_ratio;
         seg.no_speech_prob = r.no_speech_prob;
+        window.push_back(std::move(seg));
+      }
+      // A window ending on <|0.00|><|0.00|> would not move: take the whole window instead.
+      const int64_t window_seek = seek;
+      seek += split.seek_frames > 0 ? split.seek_frames : segment_frames;
+      if (m.words) {
+        m.words(window, window_seek, segment_frames);
+        double last_word_end = 0;
+        if (!split.single_timestamp_ending && segments_end(window, last_word_end) && last_word_end > time_offset)
+          seek = static_cast<int64_t>(std::nearbyint(last_word_end * 100.0));  // FRAMES_PER_SECOND
+      }
+      for (TranscriptSegment& seg : window) {
         if (seg.start == seg.end || trimmed(seg.text).empty()) {  // instantaneous or empty
           seg.text.clear();
           seg.tokens.clear();
+          seg.words.clear();
         }
         res.all_tokens.insert(res.all_tokens.end(), seg.tokens.begin(), seg.tokens.end());
         res.segments.push_back(std::move(seg));
       }
-      // A window ending on <|0.00|><|0.00|> would not move: take the whole window instead.
-      seek += split.seek_frames > 0 ? split.seek_frames : segment_frames;
     }
     if (!options.condition_on_previous_text || r.temperature > 0.5f)
       prompt_reset_since = res.all_tokens.size();

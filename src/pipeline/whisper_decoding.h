@@ -28,6 +28,9 @@ struct WindowModel {
   std::function<void(const std::vector<int64_t>&)> reorder;
   // Text of token ids below eot (segment text, compression ratio).
   std::function<std::string(const std::vector<int32_t>&)> text;
+  // Optional (word timestamps): gives the window's segments their words and moves their
+  // start/end, before empty segments are cleared; seek and frames as encode()'s.
+  std::function<void(std::vector<TranscriptSegment>&, int64_t seek, int64_t frames)> words;
 };
 
 struct WindowOptions {
@@ -99,6 +102,7 @@ struct WindowSegments {
   // Frames the seek moves by: to the last timestamp pair, or the whole window when the tokens end
   // in a single timestamp (or hold no timestamp pair).
   int64_t seek_frames = 0;
+  bool single_timestamp_ending = false;  // the tokens end in text then one timestamp
 };
 // segment_frames: mel frames of content in the window (<= 3000); the last span of a window with
 // no timestamp pair spans to the last timestamp, or the whole window when there is none.
@@ -106,7 +110,9 @@ WindowSegments split_segments(const std::vector<int32_t>& tokens, const WhisperT
                               int64_t segment_frames);
 
 // The seek loop of transcribe.py over content_frames mel frames (mel frames of 10 ms): windows of
-// up to 3000 frames, decoded with fallback, split into segments, prompt carried over. Fills
+// up to 3000 frames, decoded with fallback, split into segments (with m.words: given their words,
+// and the seek moved to the last word's end unless the window ends in a single timestamp, as
+// upstream does with word_timestamps), prompt carried over. Fills
 // segments and `all_tokens` (every segment's tokens, in order, after the initial prompt's).
 struct SeekResult {
   std::vector<TranscriptSegment> segments;

@@ -398,13 +398,23 @@ AudioRequest parse_audio_request(const httplib::Request& req, uint64_t max_audio
     // thresholds), as OpenAI documents; above 0: sample at that temperature only.
     if (x > 0) o.temperatures = {static_cast<float>(x)};
   }
+  bool segment = false, any = false;
   for (const char* key : {"timestamp_granularities[]", "timestamp_granularities"}) {
-    for (auto [it, end] = req.files.equal_range(key); it != end; ++it)
-      if (it->second.content != "segment")
-        throw ApiError(400, "timestamp_granularities: '" + it->second.content +
-                                "' is not supported (only segment; word timestamps are not implemented)",
-                       "unsupported_value", "timestamp_granularities");
+    for (auto [it, end] = req.files.equal_range(key); it != end; ++it) {
+      const std::string& g = it->second.content;
+      if (g != "segment" && g != "word")
+        throw ApiError(400, "timestamp_granularities: '" + g + "' is not one of segment, word", "invalid_value",
+                       "timestamp_granularities");
+      any = true;
+      segment = segment || g == "segment";
+      o.word_timestamps = o.word_timestamps || g == "word";
+    }
   }
+  // As OpenAI: segments unless only word was asked for; words only in verbose_json.
+  r.segments = !any || segment;
+  if (o.word_timestamps && r.response_format != "verbose_json")
+    throw ApiError(400, "timestamp_granularities: word needs response_format verbose_json, not '" +
+                            r.response_format + "'", "invalid_value", "timestamp_granularities");
   return r;
 }
 

@@ -63,7 +63,8 @@ struct AudioRequest {
   std::string model, response_format = "json";
   std::string file_name;
   const std::string* audio = nullptr;  // the uploaded file's bytes (owned by the request)
-  TranscribeOptions options;
+  TranscribeOptions options;  // options.word_timestamps: timestamp_granularities[] has word
+  bool segments = true;        // verbose_json's segments (false: timestamp_granularities[] is word only)
 };
 AudioRequest parse_audio_request(const httplib::Request& req, uint64_t max_audio_bytes, bool translate);
 

@@ -37,7 +37,7 @@ void handle_audio(Server& s, const httplib::Request& req, httplib::Response& res
     const RequestQueue::Turn turn = asr->queue.enter(s.deadline());
     t = asr->asr.transcribe(samples, r.options);  // std::invalid_argument (language, task): 400 below
   }
-  const std::string body = format_transcript(t, r.response_format, r.options.task);
+  const std::string body = format_transcript(t, r.response_format, r.options.task, r.segments);
   const bool is_json = r.response_format == "json" || r.response_format == "verbose_json";
   res.status = 200;
   set_backend_header(res, backends_of(t.report));

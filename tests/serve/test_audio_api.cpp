@@ -131,6 +131,14 @@ TEST_F(AudioApi, BadFields) {
   for (const char* t : {"hot", "-0.1", "1.5", "nan", ""})
     error(transcribe(wav, "fake-whisper", {{"temperature", t}}), 400, "temperature");
   error(transcribe(wav, "fake-whisper", {{"timestamp_granularities[]", "word"}}), 400, "timestamp_granularities");
+  // Word timestamps come in verbose_json only (OpenAI's rule); unknown granularities are refused.
+  for (const char* format : {"json", "text", "srt", "vtt"}) {
+    const json w = error(transcribe(wav, "fake-whisper", {{"response_format", format}, {"timestamp_granularities[]", "word"}}),
+                         400, "timestamp_granularities");
+    EXPECT_NE(w["message"].get<std::string>().find("verbose_json"), std::string::npos) << w;
+  }
+  error(transcribe(wav, "fake-whisper", {{"response_format", "verbose_json"}, {"timestamp_granularities[]", "char"}}), 400,
+        "timestamp_granularities");
   error(transcribe(wav, "fake-whisper", {{"language", "en"}}, "/v1/audio/translations"), 400, "language");
 }
 
@@ -195,6 +203,51 @@ TEST_F(AudioApi, TranscribesAllFormats) {
     EXPECT_EQ(r->body.compare(0, prefix.size(), prefix), 0) << format << ": " << r->body;
     if (format == "text") EXPECT_EQ(normalise(r->body), kClipText) << r->body;
     else EXPECT_NE(normalise(r->body).find("made amiable himself"), std::string::npos) << format << ": " << r->body;
+  }
+}
+
+TEST_F(AudioApi, WordTimestamps) {
+  if (!have_real_model()) GTEST_SKIP() << kRealModel << " not in " << default_store_dir() << " or " << kClip << " absent";
+  const std::string clip = read_file(kClip);
+  const auto check_words = [](const json& words, const json& text) {
+    ASSERT_TRUE(words.is_array());
+    ASSERT_GE(words.size(), 5u) << words;
+    std::string joined;
+    double last_start = -1;
+    for (const json& w : words) {
+      joined += w["word"].get<std::string>() + " ";
+      EXPECT_EQ(w["word"].get<std::string>().front() == ' ', false) << w;  // OpenAI's words are stripped
+      EXPECT_GE(w["start"].get<double>(), last_start) << w;
+      EXPECT_GE(w["end"].get<double>(), w["start"].get<double>()) << w;
+      EXPECT_LE(w["end"].get<double>(), 3.8) << w;
+      EXPECT_GT(w["probability"].get<double>(), 0.0) << w;
+      last_start = w["start"].get<double>();
+    }
+    EXPECT_EQ(normalise(joined), normalise(text.get<std::string>()));
+  };
+  {  // word only: top-level words, no segments (as OpenAI)
+    const auto r = transcribe(clip, kRealModel, {{"response_format", "verbose_json"}, {"timestamp_granularities[]", "word"}});
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json j = json::parse(r->body);
+    EXPECT_FALSE(j.contains("segments")) << j;
+    EXPECT_EQ(normalise(j["text"]), kClipText) << j;
+    check_words(j["words"], j["text"]);
+  }
+  {  // both: words and segments, each segment with its own words
+    const auto r = transcribe(clip, kRealModel, {{"response_format", "verbose_json"}, {"timestamp_granularities[]", "word"},
+                                                 {"timestamp_granularities[]", "segment"}});
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json j = json::parse(r->body);
+    check_words(j["words"], j["text"]);
+    ASSERT_GE(j["segments"].size(), 1u) << j;
+    size_t n = 0;
+    for (const json& s : j["segments"]) {
+      ASSERT_TRUE(s.contains("words")) << s;
+      n += s["words"].size();
+    }
+    EXPECT_EQ(n, j["words"].size());
   }
 }
 
