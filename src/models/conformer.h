@@ -13,7 +13,10 @@
 // "encoder.pre_encode.conv.0.weight", "encoder.layers.3.self_attn.linear_q.weight",
 // "encoder.layers.3.conv.batch_norm.running_mean", "decoder.decoder_layers.0.weight" (CTC),
 // "decoder.prediction.embed.weight", "decoder.prediction.dec_rnn.lstm.weight_ih_l0",
-// "joint.enc.weight", "joint.pred.weight", "joint.joint_net.2.weight" (RNN-T/TDT). Loaders of other
+// "joint.enc.weight", "joint.pred.weight", "joint.joint_net.2.weight" (RNN-T/TDT; "joint_net.1" in
+// NeMo models without joint dropout; GigaAM's RNN-T head is "head.decoder.embed",
+// "head.decoder.lstm.*", "head.joint.{enc,pred,joint_net.1}", checked against NeMo 3.0.0 / gigaam
+// 0.1.0 by scripts/make_transducer_fixtures.py). Loaders of other
 // layouts (transformers' Parakeet checkpoints) rename to these. Batch norm is folded into the
 // depthwise convolution at load.
 #pragma once
@@ -147,7 +150,8 @@ std::string detokenize(const ConformerModel& model, const std::vector<AsrToken>&
 // network (embedding + LSTM, PyTorch gate order i, f, g, o) and joint network
 // (out(relu(enc(x) + pred(g)))). Views into the source; LSTM biases summed into f32 copies.
 // NeMo names (above); GigaAM's own ("head.decoder.embed.weight", "head.decoder.lstm.*",
-// "head.joint.{enc,pred}.*", "head.joint.joint_net.1.*") are accepted too.
+// "head.joint.{enc,pred}.*", "head.joint.joint_net.1.*") are accepted too, and NeMo's
+// "joint.joint_net.1.*" (no joint dropout).
 struct TransducerHead {
   ConformerConfig config;
   Tensor embed;                              // [vocab_size + 1, pred_hidden]

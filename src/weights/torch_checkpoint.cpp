@@ -17,11 +17,11 @@ namespace {
 struct PyObj;
 using Obj = PyObj*;
 struct PyObj {
-  enum Kind { None, Bool, Int, BigInt, Float, Str, Tuple, List, Dict, Global, Storage, Tensor } kind;
+  enum Kind { None, Bool, Int, BigInt, Float, Str, Tuple, List, Dict, Global, Storage, Tensor, Object } kind;
   int64_t i = 0;
   double f = 0;
-  std::string s;           // Str text; BigInt raw bytes; Global "module.name"; Storage key
-  std::vector<Obj> items;  // Tuple / List; Dict as key, value, key, value ...
+  std::string s;           // Str text; BigInt raw bytes; Global / Object "module.name"; Storage key
+  std::vector<Obj> items;  // Tuple / List; Dict as key, value, key, value ...; Object: its BUILD state
   std::string type;        // Storage / Tensor: the storage type ("FloatStorage")
   TorchCheckpoint::Entry tensor;
 };
@@ -127,10 +127,36 @@ class Unpickler {
   std::map<uint32_t, Obj> memo_;
 };
 
+// Beside the state dict, training checkpoints pickle their configuration: GigaAM's .ckpt holds
+// {"cfg": an OmegaConf DictConfig, "state_dict": ...}. These classes are only ever instantiated
+// as inert records (NEWOBJ + BUILD state), never run; their fields become plain JSON.
+bool is_config_class(const std::string& full) {
+  static const char* const kNames[] = {
+      "omegaconf.dictconfig.DictConfig", "omegaconf.listconfig.ListConfig", "omegaconf.nodes.AnyNode",
+      "omegaconf.nodes.StringNode", "omegaconf.nodes.IntegerNode", "omegaconf.nodes.FloatNode",
+      "omegaconf.nodes.BooleanNode", "omegaconf.base.ContainerMetadata", "omegaconf.base.Metadata"};
+  for (const char* n : kNames)
+    if (full == n) return true;
+  return false;
+}
+
+// Type objects a config records as field types (referenced, never called).
+bool is_type_tag(const std::string& full) {
+  static const char* const kNames[] = {"typing.Any", "__builtin__.dict", "__builtin__.list", "__builtin__.long",
+                                       "__builtin__.int", "__builtin__.str", "__builtin__.float",
+                                       "__builtin__.bool", "__builtin__.object", "builtins.dict", "builtins.list",
+                                       "builtins.int", "builtins.str", "builtins.float", "builtins.bool",
+                                       "builtins.object"};
+  for (const char* n : kNames)
+    if (full == n) return true;
+  return false;
+}
+
 Obj Unpickler::global(size_t op, const std::string& module, const std::string& name) {
   const std::string full = module + "." + name;
   const bool ok = full == "collections.OrderedDict" || full == "torch._utils._rebuild_tensor_v2" ||
-                  full == "torch._utils._rebuild_parameter" ||
+                  full == "torch._utils._rebuild_parameter" || full == "collections.defaultdict" ||
+                  is_config_class(full) || is_type_tag(full) ||
                   (module == "torch" && find_storage_type(name));
   if (!ok) fail(op, "global " + full + " is not allowed (only state-dict globals are)");
   Obj g = make(PyObj::Global);
@@ -150,6 +176,10 @@ Obj Unpickler::reduce(size_t op, const Obj& callable, const Obj& args) {
   const auto& a = args->items;
   if (callable->s == "collections.OrderedDict") {
     if (!a.empty()) fail(op, "OrderedDict with arguments");
+    return make(PyObj::Dict);
+  }
+  if (callable->s == "collections.defaultdict") {  // (default factory): only its items matter
+    if (a.size() > 1) fail(op, "defaultdict with more than a factory");
     return make(PyObj::Dict);
   }
   if (callable->s == "torch._utils._rebuild_parameter") {
@@ -343,9 +373,25 @@ Obj Unpickler::load() {
         l->items.insert(l->items.end(), vs.begin(), vs.end());
         break;
       }
-      case 'b': {  // BUILD: only the _metadata state torch sets on a state dict's OrderedDict
-        pop(op);
-        if (top(op)->kind != PyObj::Dict) fail(op, "BUILD on something that is not an OrderedDict");
+      case 0x81: {  // NEWOBJ cls args: only the config record classes
+        Obj args = pop(op), cls = pop(op);
+        if (cls->kind != PyObj::Global || !is_config_class(cls->s) || args->kind != PyObj::Tuple)
+          fail(op, "NEWOBJ of " + (cls->kind == PyObj::Global ? cls->s : std::string("a non-class")) +
+                       " is not allowed");
+        Obj o = make(PyObj::Object);
+        o->s = cls->s;
+        stack_.push_back(o);
+        break;
+      }
+      case 'b': {  // BUILD: a config record's state, or the _metadata torch sets on an OrderedDict
+        Obj state = pop(op);
+        Obj& target = top(op);
+        if (target->kind == PyObj::Object) {
+          if (!target->items.empty()) fail(op, "BUILD twice on one " + target->s);
+          target->items.push_back(state);
+        } else if (target->kind != PyObj::Dict) {
+          fail(op, "BUILD on something that is not an OrderedDict or a config record");
+        }
         break;
       }
       default: {
@@ -440,6 +486,53 @@ const Obj* dict_get(const Obj& dict, const std::string& key) {
   for (size_t k = 0; k + 1 < dict->items.size(); k += 2)
     if (dict->items[k]->kind == PyObj::Str && dict->items[k]->s == key) return &dict->items[k + 1];
   return nullptr;
+}
+
+// A pickled value as JSON: containers, scalars, and OmegaConf configs by their content
+// (DictConfig / ListConfig "_content", a node's "_val"). Tensors, storages, big integers and
+// unknown records become null. Bounded in depth and in total size: memo references can make a
+// small pickle describe a cyclic or exponentially large tree.
+nlohmann::json to_json(const Obj& o, int depth, size_t& budget, const std::string& where) {
+  if (depth > 64 || budget == 0) throw std::invalid_argument(where + ": pickled config is too deep or too large");
+  --budget;
+  auto state_field = [&](const char* key) -> const Obj* {
+    return o->items.empty() || o->items[0]->kind != PyObj::Dict ? nullptr : dict_get(o->items[0], key);
+  };
+  switch (o->kind) {
+    case PyObj::Bool: return o->i != 0;
+    case PyObj::Int: return o->i;
+    case PyObj::Float: return o->f;
+    case PyObj::Str: return o->s;
+    case PyObj::Global: return o->s;
+    case PyObj::Tuple:
+    case PyObj::List: {
+      nlohmann::json a = nlohmann::json::array();
+      for (const Obj& v : o->items) a.push_back(to_json(v, depth + 1, budget, where));
+      return a;
+    }
+    case PyObj::Dict: {
+      nlohmann::json d = nlohmann::json::object();
+      for (size_t k = 0; k + 1 < o->items.size(); k += 2) {
+        const Obj& key = o->items[k];
+        const std::string name = key->kind == PyObj::Str ? key->s
+                                 : key->kind == PyObj::Int ? std::to_string(key->i) : std::string();
+        if (!name.empty()) d[name] = to_json(o->items[k + 1], depth + 1, budget, where);
+      }
+      return d;
+    }
+    case PyObj::Object: {
+      if (o->s == "omegaconf.dictconfig.DictConfig" || o->s == "omegaconf.listconfig.ListConfig") {
+        const Obj* content = state_field("_content");
+        return content ? to_json(*content, depth + 1, budget, where) : nlohmann::json();
+      }
+      if (o->s.starts_with("omegaconf.nodes.")) {
+        const Obj* val = state_field("_val");
+        return val ? to_json(*val, depth + 1, budget, where) : nlohmann::json();
+      }
+      return nullptr;
+    }
+    default: return nullptr;
+  }
 }
 
 }  // namespace
@@ -537,6 +630,13 @@ void TorchCheckpoint::parse() {
   metadata_["state_dict_key"] = "";
   for (const char* key : {"state_dict", "model"})
     if (const Obj* inner = dict_get(root, key); inner && (*inner)->kind == PyObj::Dict) {
+      // What sits beside the state dict (GigaAM's "cfg", Lightning's "hyper_parameters") as JSON.
+      nlohmann::json objects = nlohmann::json::object();
+      size_t budget = size_t{1} << 20;
+      for (size_t k = 0; k + 1 < root->items.size(); k += 2)
+        if (root->items[k]->kind == PyObj::Str && root->items[k]->s != key)
+          objects[root->items[k]->s] = to_json(root->items[k + 1], 0, budget, path_);
+      metadata_["objects"] = objects;
       root = *inner;
       metadata_["state_dict_key"] = key;
       break;

@@ -12,7 +12,10 @@
 // The unpickler is restricted to what a state dict needs: containers, strings, numbers, memo ops,
 // persistent ids for storages, and exactly these globals: collections.OrderedDict,
 // torch._utils._rebuild_tensor_v2, torch._utils._rebuild_parameter and the torch.<Type>Storage
-// tags. Any other opcode or global -> std::invalid_argument naming it and its offset.
+// tags; for configurations pickled beside a state dict (GigaAM), collections.defaultdict, the
+// OmegaConf record classes (DictConfig, ListConfig, *Node, *Metadata; NEWOBJ + BUILD only, read
+// as inert data) and builtin type tags. Any other opcode or global -> std::invalid_argument
+// naming it and its offset.
 //
 // Tensors may be non-contiguous or start inside their storage: contiguous ones are views, others
 // are gathered into a new buffer by get(). Every stride / offset / size is checked against the
@@ -39,7 +42,8 @@ class TorchCheckpoint final : public WeightSource {
   const std::vector<TensorInfo>& tensors() const override { return infos_; }
   // f32 / f16 / bf16 / i32 tensors; throws std::runtime_error for other dtypes (get_i64 reads i64).
   Tensor get(const std::string& name) const override;
-  // {"container": "zip" | "legacy", "state_dict_key": "" | "state_dict" | "model"}
+  // {"container": "zip" | "legacy", "state_dict_key": "" | "state_dict" | "model", and when the
+  //  state dict is nested, "objects": the entries beside it as JSON (GigaAM's "cfg" config)}
   nlohmann::json metadata() const override { return metadata_; }
 
   // An int64 tensor's values in logical order (e.g. BatchNorm's num_batches_tracked).
