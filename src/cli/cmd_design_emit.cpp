@@ -52,6 +52,10 @@ void run_emit(const EmitOptions& o) {
   npu::validate_design(d);
   const std::string dir = (fs::path(o.out) / d.name).string();
   for (const std::string& p : npu::emit_design_dir(d, dir)) std::cout << p << "\n";
+  const auto sources = npu::kernel_sources(d);
+  std::cout << "kernel sources:";
+  for (const std::string& k : sources) std::cout << " " << k;
+  std::cout << (sources.empty() ? " none\n" : " (npu: needs hardware and the toolchain, unverified here)\n");
   const auto missing = npu::missing_kernels(d);
   std::cout << "missing kernels:";
   for (const std::string& m : missing) std::cout << " " << m;
@@ -89,6 +93,12 @@ void run_package(const std::string& from, const std::string& to, const std::stri
     e.xclbin = d.name + "/" + d.name + ".xclbin";
     e.insts = d.name + "/insts.bin";
     m.designs.push_back(e);
+    // The kernel sources the design's cores were built from (aie_kernels/ of this repository).
+    std::cout << d.name << ": kernel sources:";
+    const auto sources = npu::kernel_sources(d);
+    for (const std::string& k : sources) std::cout << " " << k;
+    for (const std::string& k : npu::missing_kernels(d)) std::cout << " " << k << " (not written)";
+    std::cout << (sources.empty() && npu::missing_kernels(d).empty() ? " mlir-aie library only\n" : "\n");
   }
   npu::artifacts::save_manifest(m, to);
   const auto loaded = npu::artifacts::load_manifest(to);  // what the runtime will do

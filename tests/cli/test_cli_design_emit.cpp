@@ -22,7 +22,8 @@ TEST(CliDesignEmit, EmitThenPackageGivesALoadableManifest) {
   auto r = run_shell(npu + " design emit --family gemv --dtype bf16 --n 1024 --k 1024 --columns 2 --out " +
                      (root / "build").string() + " 2>&1");
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("missing kernels: aie_kernels/gemv_bf16.cc"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kernel sources: aie_kernels/gemv_bf16.cc"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("missing kernels: none"), std::string::npos) << r.out;
   const fs::path d = root / "build" / "gemv_bf16_1024x1024_c2";
   ASSERT_TRUE(fs::exists(d / "design.py"));
   ASSERT_TRUE(fs::exists(d / "Makefile"));
@@ -42,6 +43,7 @@ TEST(CliDesignEmit, EmitThenPackageGivesALoadableManifest) {
   std::ofstream(d / "insts.bin") << std::string("\x00\x01\x02\x03", 4);
   r = run_shell(npu + " design package --from " + (root / "build").string() + " --to " + (root / "art").string() + " 2>&1");
   ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("gemv_bf16_1024x1024_c2: kernel sources: aie_kernels/gemv_bf16.cc"), std::string::npos) << r.out;
   const auto m = xdna::npu::artifacts::load_manifest((root / "art").string());
   ASSERT_EQ(m.designs.size(), 1u);
   EXPECT_EQ(m.designs[0].design, "gemv_bf16_1024x1024_c2");

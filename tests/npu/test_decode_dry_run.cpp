@@ -79,22 +79,38 @@ void hand_checks(const DecodeDryRun& r) {
   std::set<std::string> distinct;
   for (const Design& d : r.invocations) distinct.insert(d.name);
   EXPECT_EQ(as<uapi::hwctx_param_config_cu>(cfg[0]->payload).num_cus, distinct.size());
-  ASSERT_EQ(exec.size(), planned);
+  // One EXEC_CMD for the whole token: a CMD_CHAIN listing one command BO per invocation.
+  ASSERT_EQ(exec.size(), 1u);
+  ASSERT_EQ(r.submissions.size(), 1u);
+  const ert::ChainStatus chain = ert::decode_cmd_chain(r.submissions[0].words);
+  ASSERT_EQ(chain.command_bo_handles.size(), planned);
+  EXPECT_EQ(as<uapi::exec_cmd>(exec[0]->in).cmd_handles, r.submissions[0].bo_handle);
+  EXPECT_EQ(as<uapi::exec_cmd>(exec[0]->out).seq, 1u);
+  // The EXEC_CMD's BO list: every instruction and argument BO the chain's packets name, once.
+  std::set<uint64_t> listed;
+  const auto e = as<uapi::exec_cmd>(exec[0]->in);
+  for (uint32_t k = 0; k < e.arg_count; ++k) {
+    uint32_t h = 0;
+    std::memcpy(&h, exec[0]->payload.data() + 4 * k, 4);
+    listed.insert(addr.at(h));
+  }
+  EXPECT_EQ(listed.size(), e.arg_count) << "a BO listed twice";
+  std::set<uint32_t> distinct_cmds(chain.command_bo_handles.begin(), chain.command_bo_handles.end());
+  EXPECT_EQ(distinct_cmds.size(), planned) << "a command BO listed twice in one chain";
   for (size_t i = 0; i < planned; ++i) {
     const Design& d = r.invocations[i];
     const std::vector<uint32_t>& w = r.commands[i].words;
+    EXPECT_EQ(r.commands[i].bo_handle, chain.command_bo_handles[i]);
     const ert::Header h = ert::decode_header(w[0]);
     EXPECT_EQ(h.opcode, ert::Opcode::StartCu);
     EXPECT_EQ(h.state, ert::State::New);
     // Kernel arguments: opcode, instr, ninstr + one per design argument.
     EXPECT_EQ((h.count - 1 - 1) / 2 + 1, d.args.size() + 3) << d.name;  // (count - mask - ninstr)/2 + ninstr
     EXPECT_EQ(w[2], 3u);
-    const auto e = as<uapi::exec_cmd>(exec[i]->in);
-    EXPECT_EQ(e.arg_count, d.args.size() + 1);
-    EXPECT_EQ(as<uapi::exec_cmd>(exec[i]->out).seq, i + 1);
-    // The instruction buffer address is the instruction BO's xdna_addr, the BO EXEC_CMD names first.
-    const uint32_t first_arg = as<uint32_t>(exec[i]->payload);
-    EXPECT_EQ(uint64_t(w[4]) | uint64_t(w[5]) << 32, addr.at(first_arg)) << d.name;
+    // The instruction buffer and every argument address are BOs the EXEC_CMD lists.
+    EXPECT_TRUE(listed.count(uint64_t(w[4]) | uint64_t(w[5]) << 32)) << d.name;
+    for (size_t k = 0; k < d.args.size(); ++k)
+      EXPECT_TRUE(listed.count(uint64_t(w[7 + 2 * k]) | uint64_t(w[8 + 2 * k]) << 32)) << d.name << " arg " << k;
   }
 }
 
@@ -132,7 +148,7 @@ TEST(DecodeDryRun, Qwen3UnfusedLayerBlocks) {
   ASSERT_EQ(r.commands.size(), ds.size());
   size_t exec = 0;
   for (const auto& x : r.records) exec += x.call == "EXEC_CMD";
-  EXPECT_EQ(exec, ds.size());
+  EXPECT_EQ(exec, 1u);  // one chain
   // gate and up are the same design: one instruction stream, four distinct designs + silu/mul.
   EXPECT_EQ(r.insts_sha256.size(), 5u);
   for (size_t i = 0; i < ds.size(); ++i) {
@@ -142,6 +158,37 @@ TEST(DecodeDryRun, Qwen3UnfusedLayerBlocks) {
     EXPECT_EQ(c["kernel_args"]["bo"].size(), ds[i].args.size());
   }
   compare_with_golden(r.transcript, "qwen3-0.6b_unfused_layer_blocks.json");
+}
+
+// Unchained submission (Submission::PerCommand) keeps one EXEC_CMD per invocation, with the
+// same packets as the chain's sub-commands.
+TEST(DecodeDryRun, PerCommandSubmissionMatchesTheChainsPackets) {
+  std::vector<Design> ds = {gemv_design(DType::I8, 256, 256, 1), elementwise_design("silu", 256, 1),
+                            gemv_design(DType::I8, 256, 256, 1)};
+  const fs::path dir = fs::temp_directory_path() / ("xdna_dry_run_percmd_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  DeviceRuntimeOptions per;
+  per.submission = Submission::PerCommand;
+  const DecodeDryRun a = dry_run_designs(ds, dir.string(), 1, per);
+  fs::remove_all(dir);
+  const DecodeDryRun b = dry_run_designs(ds, dir.string(), 1);
+  fs::remove_all(dir);
+  size_t exec_a = 0, exec_b = 0;
+  for (const auto& x : a.records) exec_a += x.call == "EXEC_CMD";
+  for (const auto& x : b.records) exec_b += x.call == "EXEC_CMD";
+  EXPECT_EQ(exec_a, ds.size());
+  EXPECT_EQ(exec_b, 1u);
+  EXPECT_EQ(a.transcript["submission"], "per command");
+  EXPECT_EQ(b.transcript["submission"], "chained");
+  ASSERT_EQ(a.commands.size(), b.commands.size());
+  // The repeated GEMV: per command it reuses its one command BO; chained, it needs a second.
+  EXPECT_EQ(a.commands[0].bo_handle, a.commands[2].bo_handle);
+  EXPECT_NE(b.commands[0].bo_handle, b.commands[2].bo_handle);
+  for (size_t i = 0; i < ds.size(); ++i) {
+    const nlohmann::json ja = describe_command(a.commands[i].words), jb = describe_command(b.commands[i].words);
+    EXPECT_EQ(ja["header"], jb["header"]) << i;
+    EXPECT_EQ(ja["kernel_args"]["ninstr"], jb["kernel_args"]["ninstr"]) << i;
+  }
 }
 
 TEST(DecodeDryRun, RecordsDecodeByName) {

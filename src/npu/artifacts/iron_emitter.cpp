@@ -21,13 +21,28 @@ namespace xdna::npu {
 namespace {
 
 // Where each kernel the families use comes from. `library` = the pinned mlir-aie kernel library
-// (aie_kernels/aie2p/<source>, function `function`); otherwise our own source, not yet written.
+// (aie_kernels/aie2p/<source>, function `function`); otherwise our own source in the
+// repository's aie_kernels/ (`written`), or one not yet written.
 struct KernelSource {
   std::string function, source;
   bool library = false;
   std::string note;
   std::string zero;  // library function clearing the output tile before accumulating into it
+  bool written = false;
 };
+
+}  // namespace
+
+// The kernels with a source in aie_kernels/ (aie_kernels/README.md lists them;
+// tests/npu/test_aie_kernel_sources.cpp checks this list against the directory).
+const std::set<std::string>& written_kernels() {
+  static const std::set<std::string> written = {
+      "gemv_bf16", "gemv_int8", "rmsnorm_bf16", "eltwise_add_bf16", "eltwise_mul_bf16",
+      "eltwise_gelu_bf16", "eltwise_exp_bf16", "eltwise_scale_bf16"};
+  return written;
+}
+
+namespace {
 
 std::optional<KernelSource> kernel_source(const std::string& name) {
   static const std::map<std::string, KernelSource> table = {
@@ -48,7 +63,8 @@ std::optional<KernelSource> kernel_source(const std::string& name) {
       "lm_head_bf16", "lm_head_bfp16", "lm_head_int8",
       "conv2d_bf16"};
   if (auto it = table.find(name); it != table.end()) return it->second;
-  if (ours.count(name)) return KernelSource{name, "aie_kernels/" + name + ".cc", false, "", ""};
+  if (ours.count(name))
+    return KernelSource{name, "aie_kernels/" + name + ".cc", false, "", "", written_kernels().count(name) > 0};
   return std::nullopt;
 }
 
@@ -331,6 +347,9 @@ std::string emit_iron(const Design& d) {
         sigs.push_back(types);
         if (src.library)
           o << "# kernel source: mlir-aie " << src.source << " (" << src.function << "; " << src.note << ")\n";
+        else if (src.written)
+          o << "# kernel source: " << src.source << " (exports " << symbol
+            << "; npu: needs hardware and the toolchain, unverified)\n";
         else
           o << "# kernel source: " << src.source << " (not yet written; exports " << symbol << ")\n";
         o << (src.library ? "# compile-time args:" : "# scalar args:");
@@ -441,7 +460,16 @@ std::vector<std::string> missing_kernels(const Design& d) {
   std::vector<std::string> out;
   for (const Kernel* k : kernels_of(d)) {
     auto src = kernel_source(k->name);
-    if (src && !src->library) out.push_back(src->source);
+    if (src && !src->library && !src->written) out.push_back(src->source);
+  }
+  return out;
+}
+
+std::vector<std::string> kernel_sources(const Design& d) {
+  std::vector<std::string> out;
+  for (const Kernel* k : kernels_of(d)) {
+    auto src = kernel_source(k->name);
+    if (src && src->written) out.push_back(src->source);
   }
   return out;
 }
@@ -466,13 +494,14 @@ std::vector<std::string> emit_design_dir(const Design& d, const std::string& dir
   for (const std::string& m : missing_kernels(d)) missing += " " + m;
   mk << "# Builds " << d.name << ".xclbin + insts.bin with the pinned open toolchain (docs/npu-toolchain.md).\n"
      << "# Needs: mlir_aie and llvm-aie (Peano) installed; MLIR_AIE_DIR = a checkout of the same mlir-aie tag\n"
-     << "# (for aie_kernels/), PEANO_INSTALL_DIR = the llvm-aie package directory.\n"
+     << "# (for aie_kernels/), PEANO_INSTALL_DIR = the llvm-aie package directory, XDNA_KERNELS =\n"
+     << "# xdna-engine's aie_kernels/ directory (our kernel sources: npu, unverified here).\n"
      << "# missing kernels:" << (missing.empty() ? " none" : missing) << "\n"
      << "NAME := " << d.name << "\n"
      << "PEANO_INSTALL_DIR ?= $(shell python3 -c 'import os, llvm_aie; print(os.path.dirname(llvm_aie.__file__))' 2>/dev/null)\n"
      << "MLIR_AIE_DIR ?= $(HOME)/mlir-aie\n"
      << "XDNA_KERNELS ?= aie_kernels\n"
-     << "PEANO_FLAGS := -O2 -std=c++20 --target=aie2p-none-unknown-elf -DNDEBUG -I$(MLIR_AIE_DIR)/aie_runtime_lib/AIE2P -I$(MLIR_AIE_DIR)/aie_kernels\n\n"
+     << "PEANO_FLAGS := -O2 -std=c++20 --target=aie2p-none-unknown-elf -DNDEBUG -I$(MLIR_AIE_DIR)/aie_runtime_lib/AIE2P -I$(MLIR_AIE_DIR)/aie_kernels -I$(XDNA_KERNELS)\n\n"
      << "all: $(NAME).xclbin\n\n";
   std::string objs;
   for (const Kernel* k : kernels_of(d)) {

@@ -4,6 +4,7 @@
 // memtile splits/joins, the runtime sequence) and a Makefile with the exact aiecc commands; the
 // kernels are the pinned mlir-aie release's kernel library where it has them (docs/npu-toolchain.md).
 #pragma once
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,12 @@ std::string emit_iron(const Design& d);
 // Sources of the design's kernels that mlir-aie's kernel library lacks and we have not written
 // yet ("aie_kernels/<kernel>.cc"); the Makefile lists them on its "missing kernels" line.
 std::vector<std::string> missing_kernels(const Design& d);
+// Sources of the design's kernels that are ours and written ("aie_kernels/<kernel>.cc", each
+// exporting extern "C" <kernel> as design.py calls it). npu: needs hardware and the toolchain,
+// unverified here.
+std::vector<std::string> kernel_sources(const Design& d);
+// Every kernel name with a source in aie_kernels/.
+const std::set<std::string>& written_kernels();
 // Writes design.py, design.json and Makefile into `dir` (created); returns the file paths.
 std::vector<std::string> emit_design_dir(const Design& d, const std::string& dir);
 

@@ -227,6 +227,14 @@ nlohmann::json describe_command(const std::vector<uint32_t>& w) {
   const ert::Header h = ert::decode_header(w[0]);
   j["header"] = {{"state", ert::state_name(h.state)}, {"extra_cu_masks", h.extra_cu_masks},
                  {"count", h.count}, {"opcode", ert::opcode_name(h.opcode)}};
+  if (h.opcode == ert::Opcode::CmdChain) {
+    const ert::ChainStatus c = ert::decode_cmd_chain(w);
+    j["command_count"] = c.command_bo_handles.size();
+    j["submit_index"] = c.submit_index;
+    j["error_index"] = c.error_index;
+    j["command_bo_handles"] = c.command_bo_handles;
+    return j;
+  }
   if (w.size() < 2 + h.extra_cu_masks) return j;
   j["cu_mask"] = hex(w[1]);
   size_t i = 2 + h.extra_cu_masks;  // first word after the cu masks
@@ -348,17 +356,34 @@ DecodeDryRun dry_run_designs(std::vector<Design> invocations, const std::string&
   {
     DeviceRuntime rt(std::move(io), std::move(loaded), runtime);
     std::map<std::string, std::vector<std::vector<uint8_t>>> buffers;
+    std::vector<DesignCall> calls;
     for (const Design& d : r.invocations) {
       std::string key = d.name;  // same name, other KV length: other argument sizes
       for (const HostArg& a : d.args) key += "," + std::to_string(a.bytes);
       auto& bufs = buffers[key];
       if (bufs.empty())
         for (const HostArg& a : d.args) bufs.emplace_back(size_t(a.bytes), uint8_t(0));
-      std::vector<std::span<uint8_t>> spans(bufs.begin(), bufs.end());
-      rt.run(d, spans);
+      calls.push_back({&d, std::vector<std::span<uint8_t>>(bufs.begin(), bufs.end())});
     }
+    rt.run_sequence(calls);  // the buffers map is complete: its vectors no longer move
     r.records = rec->records();
-    r.commands = rec->submitted();
+    r.submissions = rec->submitted();
+    // The invocations' own packets: as submitted, or the sub-commands a chain lists (read from
+    // their CMD BOs: each is written once per sequence).
+    for (const driver::SubmittedCommand& c : r.submissions) {
+      if (c.words.empty() || ert::decode_header(c.words[0]).opcode != ert::Opcode::CmdChain) {
+        r.commands.push_back(c);
+        continue;
+      }
+      for (uint32_t h : ert::decode_cmd_chain(c.words).command_bo_handles) {
+        const std::vector<uint8_t>& b = rec->bo_bytes(h);
+        driver::SubmittedCommand sub;
+        sub.bo_handle = h;
+        sub.words.resize(b.size() / 4);
+        std::memcpy(sub.words.data(), b.data(), sub.words.size() * 4);
+        r.commands.push_back(std::move(sub));
+      }
+    }
     // Instruction streams as the device would read them: the BO behind each command's instr address.
     std::map<uint64_t, uint32_t> bo_at;  // xdna_addr -> handle, from GET_BO_INFO replies
     for (const driver::IoctlRecord& x2 : r.records)
@@ -383,15 +408,27 @@ DecodeDryRun dry_run_designs(std::vector<Design> invocations, const std::string&
     j["bo_handle"] = c.bo_handle;
     cmds.push_back(std::move(j));
   }
+  nlohmann::json subs = nlohmann::json::array();
+  for (const driver::SubmittedCommand& c : r.submissions) {
+    nlohmann::json j = describe_command(c.words);
+    j["bo_handle"] = c.bo_handle;
+    subs.push_back(std::move(j));
+  }
+  const bool chained = runtime.submission == Submission::Chained;
   nlohmann::json inv = nlohmann::json::array();
   for (const Design& d : r.invocations) inv.push_back(d.name);
   nlohmann::json streams = nlohmann::json::object();
   for (const auto& [addr, sha] : r.insts_sha256) streams[hex(addr)] = sha;
   r.transcript = {{"columns", columns},
                   {"packet", runtime.packet == CommandPacket::StartCu ? "START_CU" : "START_NPU"},
-                  {"note", "dry run over DryRunIo: placeholder PDIs, zero-filled buffers, one EXEC_CMD per invocation"},
+                  {"submission", chained ? "chained" : "per command"},
+                  {"note", chained ? "dry run over DryRunIo: placeholder PDIs, zero-filled buffers, one EXEC_CMD per "
+                                     "CMD_CHAIN of up to 64 invocations"
+                                   : "dry run over DryRunIo: placeholder PDIs, zero-filled buffers, one EXEC_CMD per "
+                                     "invocation"},
                   {"invocations", inv},
                   {"calls", calls},
+                  {"submitted", subs},
                   {"commands", cmds},
                   {"instruction_streams_sha256", streams}};
   return r;

@@ -3,7 +3,9 @@
 // our instruction streams, a manifest) and run through DeviceRuntime over DryRunIo with
 // zero-filled buffers. The result is the exact ioctl transcript the runtime would send to the
 // amdxdna driver, with every structure decoded field by field (tests compare it with goldens:
-// tests/fixtures/npu_dry_run/). One EXEC_CMD per invocation: no command chains.
+// tests/fixtures/npu_dry_run/). The token goes through DeviceRuntime::run_sequence: with the
+// default options one EXEC_CMD per CMD_CHAIN (all of a token's invocations fit one chain), with
+// Submission::PerCommand one EXEC_CMD per invocation.
 #pragma once
 #include <string>
 #include <vector>
@@ -38,7 +40,8 @@ struct DecodeDryRun {
   DecoderPlan plan;
   std::vector<Design> invocations;
   std::vector<driver::IoctlRecord> records;      // every ioctl of the run, in order
-  std::vector<driver::SubmittedCommand> commands;  // every command buffer at EXEC_CMD time
+  std::vector<driver::SubmittedCommand> submissions;  // every command BO at EXEC_CMD time (chains)
+  std::vector<driver::SubmittedCommand> commands;     // the invocations' packets, in order
   std::map<uint64_t, std::string> insts_sha256;  // instruction BO device address -> sha256
   nlohmann::json transcript;                     // the golden form (decoded, deterministic)
 };
@@ -55,7 +58,8 @@ DecodeDryRun dry_run_designs(std::vector<Design> invocations, const std::string&
 // User-space pointers (qos_p, param_val, args, buffer) are shown as "<user pointer>": they differ
 // per process, and what they point to is decoded under "payload".
 nlohmann::json describe_record(const driver::IoctlRecord& r);
-// A command buffer decoded: header fields, cu mask, and the START_CU / START_NPU payload.
+// A command buffer decoded: header fields, cu mask, and the START_CU / START_NPU payload, or a
+// CMD_CHAIN's command count, submit/error index and sub-command BO handles.
 nlohmann::json describe_command(const std::vector<uint32_t>& words);
 
 }  // namespace xdna::npu

@@ -8,6 +8,7 @@
 //            read the header state, SYNC_BO(from device) + copy back each argument.
 #include "npu/runtime/device_runtime.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -67,13 +68,21 @@ struct DeviceRuntime::Impl {
     std::unique_ptr<driver::HwContext> hw;
     std::vector<std::string> cus;  // configured CU names, in CONFIG_CU order (= cu mask bits)
   };
-  // One design (per runtime sequence): its instruction stream, argument and command BOs.
+  // A command BO with the argument BOs of one invocation. A design invoked k times in one
+  // sequence uses slots 0..k-1 (a chain lists distinct command BOs); an argument BO is made
+  // only when the invocation's buffer is not already in a BO of the sequence.
+  struct Slot {
+    std::unique_ptr<driver::BufferObject> cmd;
+    std::vector<std::unique_ptr<driver::BufferObject>> args;
+  };
+  // One design (per runtime sequence): its instruction stream and slots (slot 0 made on load).
   struct Loaded {
     Context* ctx = nullptr;
     uint32_t cu_mask = 1;
     uint32_t instr_words = 0;
-    std::unique_ptr<driver::BufferObject> instr, cmd;
-    std::vector<driver::BufferObject> args;
+    uint64_t cmd_bytes = 0;
+    std::unique_ptr<driver::BufferObject> instr;
+    std::vector<Slot> slots;
   };
 
   Impl(std::unique_ptr<driver::DriverIo> io, artifacts::Manifest m, DeviceRuntimeOptions o)
@@ -83,6 +92,12 @@ struct DeviceRuntime::Impl {
   Context& context_for(const artifacts::Entry& e);
   Loaded& load(const Design& d, const artifacts::Entry& e);
   std::vector<uint32_t> instruction_words(const Design& d, const artifacts::Entry& e) const;
+  const artifacts::Entry& check(const Design& d, std::span<const std::span<uint8_t>> args) const;
+  Slot& slot(Loaded& l, size_t k);
+  driver::BufferObject& arg_bo(Slot& s, size_t i, uint64_t bytes);
+  // The packet of one invocation with the argument BOs at `addresses`.
+  std::vector<uint32_t> packet(const Loaded& l, std::span<const uint64_t> addresses) const;
+  void run_chained(std::span<const DesignCall> calls);
 
   // Declaration order is destruction order reversed: designs' BOs go first, the device last.
   driver::Device dev;
@@ -92,6 +107,7 @@ struct DeviceRuntime::Impl {
   uint32_t core_rows = 0;
   std::map<std::string, std::unique_ptr<Context>> contexts;  // by xclbin path
   std::map<std::string, std::unique_ptr<Loaded>> designs;    // by name + sequence hash
+  std::vector<std::unique_ptr<driver::BufferObject>> chain_bos;  // CMD BOs for CMD_CHAIN packets
 };
 
 DeviceRuntime::Impl::Context& DeviceRuntime::Impl::context_for(const artifacts::Entry& e) {
@@ -174,14 +190,191 @@ DeviceRuntime::Impl::Loaded& DeviceRuntime::Impl::load(const Design& d, const ar
   l->instr = std::make_unique<driver::BufferObject>(dev, driver::BoType::Dev, words.size() * 4);
   std::memcpy(l->instr->bytes().data(), words.data(), words.size() * 4);
   l->instr->sync_to_device();
+  l->slots.emplace_back();
   for (const HostArg& a : d.args) {
     if (a.bytes <= 0) throw std::runtime_error("argument " + a.name + " has " + std::to_string(a.bytes) + " bytes");
-    l->args.emplace_back(dev, driver::BoType::Shmem, uint64_t(a.bytes));
+    l->slots[0].args.push_back(std::make_unique<driver::BufferObject>(dev, driver::BoType::Shmem, uint64_t(a.bytes)));
   }
   // START_CU: header + cu mask + 5 + 2 per argument; START_NPU adds 4 words of its own fields.
   const uint64_t packet_words = 2 + 5 + 2 * d.args.size() + 4;
-  l->cmd = std::make_unique<driver::BufferObject>(dev, driver::BoType::Cmd, page_round(packet_words * 4));
+  l->cmd_bytes = page_round(packet_words * 4);
+  l->slots[0].cmd = std::make_unique<driver::BufferObject>(dev, driver::BoType::Cmd, l->cmd_bytes);
   return *designs.emplace(key, std::move(l)).first->second;
+}
+
+DeviceRuntime::Impl::Slot& DeviceRuntime::Impl::slot(Loaded& l, size_t k) {
+  while (l.slots.size() <= k) {
+    Slot s;
+    s.cmd = std::make_unique<driver::BufferObject>(dev, driver::BoType::Cmd, l.cmd_bytes);
+    s.args.resize(l.slots[0].args.size());
+    l.slots.push_back(std::move(s));
+  }
+  return l.slots[k];
+}
+
+driver::BufferObject& DeviceRuntime::Impl::arg_bo(Slot& s, size_t i, uint64_t bytes) {
+  if (!s.args.at(i)) s.args[i] = std::make_unique<driver::BufferObject>(dev, driver::BoType::Shmem, bytes);
+  return *s.args[i];
+}
+
+std::vector<uint32_t> DeviceRuntime::Impl::packet(const Loaded& l, std::span<const uint64_t> addresses) const {
+  const std::vector<uint32_t> regmap = kernel_register_map(l.instr->device_address(), l.instr_words, addresses);
+  if (options.packet == CommandPacket::StartCu) return encode_start_cu(l.cu_mask, regmap);
+  ert::StartNpu s;
+  s.cu_mask = l.cu_mask;
+  s.instruction_buffer = l.instr->device_address();
+  s.instruction_bytes = l.instr_words * 4;
+  s.args = regmap;
+  return ert::encode_start_npu(s);
+}
+
+const artifacts::Entry& DeviceRuntime::Impl::check(const Design& d, std::span<const std::span<uint8_t>> args) const {
+  const artifacts::Entry* e = manifest.find(d.name);
+  if (!e) throw std::runtime_error(design_tag(d.name) + ": no compiled artifact in " + manifest.dir);
+  if (args.size() != d.args.size())
+    throw std::invalid_argument(design_tag(d.name) + ": " + std::to_string(args.size()) +
+                                " buffers given, the design takes " + std::to_string(d.args.size()));
+  for (size_t i = 0; i < args.size(); ++i)
+    if (int64_t(args[i].size()) != d.args[i].bytes)
+      throw std::invalid_argument(design_tag(d.name) + ": argument " + d.args[i].name + " has " +
+                                  std::to_string(args[i].size()) + " bytes, the design wants " +
+                                  std::to_string(d.args[i].bytes));
+  return *e;
+}
+
+namespace {
+
+// Rethrows the exception in flight with `tag` in its message, keeping its type (and a
+// DriverError's call and errno).
+[[noreturn]] void rethrow_tagged(const std::string& tag) {
+  try {
+    throw;
+  } catch (const driver::DriverError& err) {
+    // Same call and errno; the detail gains the tag (DriverError adds the prefix again).
+    const std::string prefix = "amdxdna " + err.call() + " failed: " + driver::errno_name(err.error()) +
+                               " (" + std::strerror(err.error()) + ")";
+    std::string detail = err.what();
+    detail = detail.rfind(prefix, 0) == 0 ? detail.substr(prefix.size()) : ": " + detail;
+    throw driver::DriverError(err.call(), err.error(), tag + detail);
+  } catch (const std::invalid_argument& err) {
+    throw std::invalid_argument(tag + ": " + err.what());
+  } catch (const std::runtime_error& err) {
+    throw std::runtime_error(tag + ": " + err.what());
+  }
+}
+
+}  // namespace
+
+void DeviceRuntime::Impl::run_chained(std::span<const DesignCall> calls) {
+  // 1. Per invocation: its loaded design, its slot (k-th use of the design in this sequence),
+  //    and a BO for each buffer: the BO of the buffer's first use, or the slot's own.
+  struct Bound {
+    std::span<uint8_t> host;
+    driver::BufferObject* bo;
+  };
+  std::vector<Bound> bound;  // distinct buffers, in first-use order
+  struct Planned {
+    Loaded* l;
+    driver::BufferObject* cmd;  // the slot's (slots may move as they grow; their BOs do not)
+    std::vector<uint32_t> packet;
+    std::vector<driver::BufferObject*> bos;
+  };
+  std::vector<Planned> planned;
+  std::map<const Loaded*, size_t> uses;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    if (!calls[c].design) throw std::invalid_argument("invocation " + std::to_string(c) + " has no design");
+    const Design& d = *calls[c].design;
+    try {
+      const artifacts::Entry& e = check(d, calls[c].args);
+      Loaded& l = load(d, e);
+      Slot& s = slot(l, uses[&l]++);
+      Planned p{&l, s.cmd.get(), {}, {}};
+      std::vector<uint64_t> addresses;
+      for (size_t i = 0; i < calls[c].args.size(); ++i) {
+        const std::span<uint8_t> h = calls[c].args[i];
+        driver::BufferObject* bo = nullptr;
+        for (const Bound& b : bound) {
+          const bool same = b.host.data() == h.data() && b.host.size() == h.size();
+          const bool overlap = b.host.data() < h.data() + h.size() && h.data() < b.host.data() + b.host.size();
+          if (same) bo = b.bo;
+          else if (overlap)
+            throw std::invalid_argument("argument " + d.args[i].name + " overlaps another invocation's buffer without being it");
+        }
+        if (!bo) {
+          bo = &arg_bo(s, i, h.size());
+          bound.push_back({h, bo});
+        }
+        addresses.push_back(bo->device_address());
+        p.bos.push_back(bo);
+      }
+      p.packet = packet(l, addresses);
+      planned.push_back(std::move(p));
+    } catch (...) {
+      rethrow_tagged(design_tag(d.name) + " (invocation " + std::to_string(c) + ")");
+    }
+  }
+  // 2. Chains: consecutive invocations on one context, within the driver's limits (ert.h).
+  std::vector<std::pair<size_t, size_t>> chains;  // [begin, end) of `planned`
+  for (size_t i = 0; i < planned.size();) {
+    size_t j = i + 1, bytes = ert::chain_slot_bytes(planned[i].packet);
+    while (j < planned.size() && planned[j].l->ctx == planned[i].l->ctx && j - i < ert::kMaxChainCommands &&
+           bytes + ert::chain_slot_bytes(planned[j].packet) <= ert::kChainBufferBytes)
+      bytes += ert::chain_slot_bytes(planned[j++].packet);
+    chains.emplace_back(i, j);
+    i = j;
+  }
+  // 3. Copy in, submit and wait chain by chain, copy out.
+  try {
+    for (const Bound& b : bound) {
+      std::memcpy(b.bo->bytes().data(), b.host.data(), b.host.size());
+      b.bo->sync_to_device();
+    }
+    for (size_t n = 0; n < chains.size(); ++n) {
+      const auto [begin, end] = chains[n];
+      std::vector<uint32_t> sub_handles, arg_handles;
+      std::vector<std::vector<uint32_t>> packets;
+      auto add_arg = [&](uint32_t h) {
+        if (std::find(arg_handles.begin(), arg_handles.end(), h) == arg_handles.end()) arg_handles.push_back(h);
+      };
+      for (size_t i = begin; i < end; ++i) {
+        const Planned& p = planned[i];
+        std::span<uint8_t> cmd = p.cmd->bytes();
+        std::memset(cmd.data(), 0, cmd.size());
+        std::memcpy(cmd.data(), p.packet.data(), p.packet.size() * 4);
+        sub_handles.push_back(p.cmd->handle());
+        packets.push_back(p.packet);
+        add_arg(p.l->instr->handle());
+        for (driver::BufferObject* bo : p.bos) add_arg(bo->handle());
+      }
+      ert::check_chain(packets);
+      if (chain_bos.size() <= n)
+        chain_bos.push_back(std::make_unique<driver::BufferObject>(
+            dev, driver::BoType::Cmd, page_round((1 + 6 + 2 * ert::kMaxChainCommands) * 4)));
+      const std::vector<uint32_t> chain = ert::encode_cmd_chain(sub_handles);
+      std::span<uint8_t> cb = chain_bos[n]->bytes();
+      std::memset(cb.data(), 0, cb.size());
+      std::memcpy(cb.data(), chain.data(), chain.size() * 4);
+      driver::HwContext& hw = *planned[begin].l->ctx->hw;
+      const uint64_t seq = hw.submit(*chain_bos[n], arg_handles);
+      hw.wait(seq, options.timeout);
+      std::vector<uint32_t> back(chain.size());
+      std::memcpy(back.data(), cb.data(), back.size() * 4);
+      const ert::ChainStatus st = ert::decode_cmd_chain(back);
+      if (st.state != ert::State::Completed) {
+        const size_t at = begin + std::min<size_t>(st.error_index, end - begin - 1);
+        throw std::runtime_error("command chain seq " + std::to_string(seq) + " (" + std::to_string(end - begin) +
+                                 " commands) ended in state " + std::string(ert::state_name(st.state)) +
+                                 " at command " + std::to_string(st.error_index) + ": " +
+                                 design_tag(calls[at].design->name));
+      }
+    }
+    for (const Bound& b : bound) {
+      b.bo->sync_from_device();
+      std::memcpy(b.host.data(), b.bo->bytes().data(), b.host.size());
+    }
+  } catch (...) {
+    rethrow_tagged("sequence of " + std::to_string(calls.size()) + " invocations");
+  }
 }
 
 DeviceRuntime::DeviceRuntime(std::unique_ptr<driver::DriverIo> io, artifacts::Manifest manifest,
@@ -198,42 +391,24 @@ bool DeviceRuntime::has_artifact(const std::string& design) const {
 }
 
 void DeviceRuntime::run(const Design& d, std::span<const std::span<uint8_t>> args) {
-  const artifacts::Entry* e = impl_->manifest.find(d.name);
-  if (!e) throw std::runtime_error(design_tag(d.name) + ": no compiled artifact in " + impl_->manifest.dir);
-  if (args.size() != d.args.size())
-    throw std::invalid_argument(design_tag(d.name) + ": " + std::to_string(args.size()) +
-                                " buffers given, the design takes " + std::to_string(d.args.size()));
-  for (size_t i = 0; i < args.size(); ++i)
-    if (int64_t(args[i].size()) != d.args[i].bytes)
-      throw std::invalid_argument(design_tag(d.name) + ": argument " + d.args[i].name + " has " +
-                                  std::to_string(args[i].size()) + " bytes, the design wants " +
-                                  std::to_string(d.args[i].bytes));
+  const artifacts::Entry& e = impl_->check(d, args);
   try {
-    Impl::Loaded& l = impl_->load(d, *e);
+    Impl::Loaded& l = impl_->load(d, e);
+    Impl::Slot& s = l.slots[0];
     std::vector<uint64_t> addresses;
     std::vector<uint32_t> handles = {l.instr->handle()};  // every BO the command references
     for (size_t i = 0; i < args.size(); ++i) {
-      std::memcpy(l.args[i].bytes().data(), args[i].data(), args[i].size());
-      l.args[i].sync_to_device();
-      addresses.push_back(l.args[i].device_address());
-      handles.push_back(l.args[i].handle());
+      driver::BufferObject& bo = *s.args[i];
+      std::memcpy(bo.bytes().data(), args[i].data(), args[i].size());
+      bo.sync_to_device();
+      addresses.push_back(bo.device_address());
+      handles.push_back(bo.handle());
     }
-    const std::vector<uint32_t> regmap = kernel_register_map(l.instr->device_address(), l.instr_words, addresses);
-    std::vector<uint32_t> packet;
-    if (impl_->options.packet == CommandPacket::StartCu) {
-      packet = encode_start_cu(l.cu_mask, regmap);
-    } else {
-      ert::StartNpu s;
-      s.cu_mask = l.cu_mask;
-      s.instruction_buffer = l.instr->device_address();
-      s.instruction_bytes = l.instr_words * 4;
-      s.args = regmap;
-      packet = ert::encode_start_npu(s);
-    }
-    std::span<uint8_t> cmd = l.cmd->bytes();
+    const std::vector<uint32_t> packet = impl_->packet(l, addresses);
+    std::span<uint8_t> cmd = s.cmd->bytes();
     std::memset(cmd.data(), 0, cmd.size());
     std::memcpy(cmd.data(), packet.data(), packet.size() * 4);
-    const uint64_t seq = l.ctx->hw->submit(*l.cmd, handles);
+    const uint64_t seq = l.ctx->hw->submit(*s.cmd, handles);
     l.ctx->hw->wait(seq, impl_->options.timeout);
     uint32_t header = 0;
     std::memcpy(&header, cmd.data(), 4);
@@ -242,21 +417,23 @@ void DeviceRuntime::run(const Design& d, std::span<const std::span<uint8_t>> arg
       throw std::runtime_error("command seq " + std::to_string(seq) + " ended in state " +
                                std::string(ert::state_name(state)));
     for (size_t i = 0; i < args.size(); ++i) {
-      l.args[i].sync_from_device();
-      std::memcpy(args[i].data(), l.args[i].bytes().data(), args[i].size());
+      s.args[i]->sync_from_device();
+      std::memcpy(args[i].data(), s.args[i]->bytes().data(), args[i].size());
     }
-  } catch (const driver::DriverError& err) {
-    // Same call and errno; the detail gains the design's name (DriverError adds the prefix again).
-    const std::string prefix = "amdxdna " + err.call() + " failed: " + driver::errno_name(err.error()) +
-                               " (" + std::strerror(err.error()) + ")";
-    std::string detail = err.what();
-    detail = detail.rfind(prefix, 0) == 0 ? detail.substr(prefix.size()) : ": " + detail;
-    throw driver::DriverError(err.call(), err.error(), design_tag(d.name) + detail);
-  } catch (const std::invalid_argument& err) {
-    throw std::invalid_argument(design_tag(d.name) + ": " + err.what());
-  } catch (const std::runtime_error& err) {
-    throw std::runtime_error(design_tag(d.name) + ": " + err.what());
+  } catch (...) {
+    rethrow_tagged(design_tag(d.name));
   }
+}
+
+void DeviceRuntime::run_sequence(std::span<const DesignCall> calls) {
+  if (impl_->options.submission == Submission::PerCommand) {
+    for (const DesignCall& c : calls) {
+      if (!c.design) throw std::invalid_argument("run_sequence: an invocation has no design");
+      run(*c.design, c.args);
+    }
+    return;
+  }
+  if (!calls.empty()) impl_->run_chained(calls);
 }
 
 }  // namespace xdna::npu
