@@ -3,18 +3,21 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/parallel.h"
+#include "host/gemm.h"
 #include "host/matmul.h"
 #include "host/ops.h"
 
 namespace xdna::host {
 
-// im2col scratch per matmul call: about 8 MiB of f32, so big images go through in slices.
-constexpr int64_t kColsBudget = int64_t{1} << 21;
+// Patches per GEMM call: about 640 KiB of f32, so that a thread's patches stay in its L2 cache
+// between being written and being read by the microkernel.
+constexpr int64_t kPatchBudget = 160 * 1024;
 
 [[noreturn]] static void bad(const char* op, const std::string& what) {
   throw std::invalid_argument(std::string(op) + ": " + what);
@@ -28,48 +31,117 @@ static Tensor packed_input(const char* op, const Tensor& x, int64_t ndim, const 
   return x.contiguous();
 }
 
-// Dense or grouped convolution: per group, gather input patches as rows [positions, Cin_g Kh Kw]
-// and multiply by the weight rows [Cout_g, Cin_g Kh Kw] (the weight's own layout and dtype).
+// The geometry one group's patch packing needs.
+struct PatchGeom {
+  const float* x;  // the group's first input plane
+  int64_t cin, H, W, Kh, Kw, Wo;
+  int64_t stride[2], padding[2], dilation[2];
+};
+
+// im2col written straight into the GEMM's pre-packed panel layout (gemm.h PackedWeights): the
+// output positions p0 .. p0 + n are the GEMM's "weight rows", NR per panel, panel q at
+// q kdim NR with dst[k NR + c] = patch value k of position p0 + q NR + c (zero past n).
+// The microkernel then reads the patches as written: no separate cols matrix, no repacking.
+static void pack_patches(const PatchGeom& g, int64_t p0, int64_t n, int64_t NR, float* dst) {
+  const int64_t kdim = g.cin * g.Kh * g.Kw, panels = (n + NR - 1) / NR;
+  std::vector<int64_t> ih0(NR), iw0(NR), segment;
+  for (int64_t q = 0; q < panels; ++q) {
+    float* out = dst + q * kdim * NR;
+    const int64_t nr = std::min(NR, n - q * NR), first = p0 + q * NR;
+    segment.clear();  // starts of the runs of positions on one output row, then nr
+    for (int64_t c = 0; c < nr; ++c) {
+      ih0[c] = (first + c) / g.Wo * g.stride[0] - g.padding[0];
+      iw0[c] = (first + c) % g.Wo * g.stride[1] - g.padding[1];
+      if (c == 0 || ih0[c] != ih0[c - 1]) segment.push_back(c);
+    }
+    segment.push_back(nr);
+    for (int64_t ci = 0; ci < g.cin; ++ci) {
+      const float* plane = g.x + ci * g.H * g.W;
+      for (int64_t i = 0; i < g.Kh; ++i) {
+        for (int64_t j = 0; j < g.Kw; ++j, out += NR) {
+          const int64_t di = i * g.dilation[0], dj = j * g.dilation[1];
+          std::fill(out + nr, out + NR, 0.0f);
+          if (g.stride[1] != 1) {
+            for (int64_t c = 0; c < nr; ++c) {
+              const int64_t ih = ih0[c] + di, iw = iw0[c] + dj;
+              out[c] = ih >= 0 && ih < g.H && iw >= 0 && iw < g.W ? plane[ih * g.W + iw] : 0.0f;
+            }
+            continue;
+          }
+          // Stride 1: a run of positions on one row reads a contiguous input run; the part of it
+          // outside [0, W) (or a row outside [0, H)) is the zero padding.
+          for (size_t s = 0; s + 1 < segment.size(); ++s) {
+            const int64_t c0 = segment[s], c1 = segment[s + 1];
+            const int64_t ih = ih0[c0] + di, iw = iw0[c0] + dj;  // input column of position c0
+            if (ih < 0 || ih >= g.H) {
+              std::fill(out + c0, out + c1, 0.0f);
+              continue;
+            }
+            const int64_t lo = std::clamp(c0 - iw, c0, c1), hi = std::clamp(c0 + g.W - iw, lo, c1);
+            std::fill(out + c0, out + lo, 0.0f);
+            const float* src = plane + ih * g.W + iw + (lo - c0);
+            if (hi - lo == 32) std::memcpy(out + lo, src, 32 * sizeof(float));  // a whole AVX-512 panel, inlined
+            else if (hi - lo == 16) std::memcpy(out + lo, src, 16 * sizeof(float));  // AVX2
+            else std::copy(src, src + (hi - lo), out + lo);
+            std::fill(out + hi, out + c1, 0.0f);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Dense or grouped convolution as y_g[Cout_g, P] = w_g[Cout_g, Cin_g Kh Kw] · patchesᵀ: the
+// weights are the GEMM's left operand and the output positions its right one, so the result
+// lands channels-first in y with no transpose. Each thread takes whole slices of positions and
+// packs then multiplies them itself (the GEMM runs inline inside parallel_for): the patches never
+// leave its cache, where a separate im2col pass would write and re-read them through memory.
 static void conv2d_im2col(const Tensor& x, const Tensor& w, const ConvParams& p, int64_t Ho,
                           int64_t Wo, Tensor& y) {
   const int64_t Cin = x.dim(0), H = x.dim(1), W = x.dim(2);
   const int64_t Cout = w.dim(0), Kh = w.dim(2), Kw = w.dim(3);
   const int64_t G = p.groups, cin_g = Cin / G, cout_g = Cout / G;
   const int64_t kdim = cin_g * Kh * Kw, P = Ho * Wo;
-  const Tensor w2 = w.contiguous().reshape({Cout, kdim});
-  const int64_t chunk = std::max<int64_t>(1, std::min(P, kColsBudget / std::max<int64_t>(kdim, 1)));
-  Tensor cols = Tensor::empty({chunk, kdim});
-  const float* px = x.data<float>();
-  float* py = y.data<float>();
+  const Tensor wf = to_f32(w).contiguous();
+  const int64_t NR = active_kernels().nr;  // the panel width gemm() expects of `patches`
+  const int64_t budget = std::max<int64_t>(1, kPatchBudget / std::max<int64_t>(kdim * NR, 1)) * NR;
+  const int64_t chunk = std::min(budget, (P + NR - 1) / NR * NR), chunks = (P + chunk - 1) / chunk;
   for (int64_t g = 0; g < G; ++g) {
-    const Tensor wg = w2.slice(0, g * cout_g, (g + 1) * cout_g);
-    for (int64_t p0 = 0; p0 < P; p0 += chunk) {
-      const int64_t n = std::min(chunk, P - p0);
-      float* pc = cols.data<float>();
-      parallel_for(n, 16, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const int64_t oh = (p0 + r) / Wo, ow = (p0 + r) % Wo;
-          float* row = pc + r * kdim;
-          for (int64_t c = 0; c < cin_g; ++c) {
-            const float* plane = px + (g * cin_g + c) * H * W;
-            for (int64_t i = 0; i < Kh; ++i) {
-              const int64_t ih = oh * p.stride[0] - p.padding[0] + i * p.dilation[0];
-              for (int64_t j = 0; j < Kw; ++j) {
-                const int64_t iw = ow * p.stride[1] - p.padding[1] + j * p.dilation[1];
-                const bool inside = ih >= 0 && ih < H && iw >= 0 && iw < W;
-                *row++ = inside ? plane[ih * W + iw] : 0.0f;
-              }
-            }
-          }
-        }
-      });
-      const Tensor part = matmul(cols.slice(0, 0, n), wg);  // [n, cout_g]
-      const float* pp = part.data<float>();
-      for (int64_t o = 0; o < cout_g; ++o) {
-        float* dst = py + (g * cout_g + o) * P + p0;
-        for (int64_t r = 0; r < n; ++r) dst[r] = pp[r * cout_g + o];
+    const PatchGeom geom{x.data<float>() + g * cin_g * H * W, cin_g, H, W, Kh, Kw, Wo,
+                         {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
+                         {p.dilation[0], p.dilation[1]}};
+    parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+      // Kept per thread between calls: fresh buffers cost their page faults every time.
+      thread_local std::unique_ptr<HeapBuffer> scratch;
+      const size_t bytes = static_cast<size_t>(chunk * kdim) * sizeof(float);
+      if (!scratch || scratch->size() < bytes) {
+        scratch.reset();
+        scratch = std::make_unique<HeapBuffer>(bytes);
       }
-    }
+      PackedWeights patches;
+      patches.nr = static_cast<int>(NR);
+      patches.cols = kdim;
+      patches.storage = std::move(scratch);
+      struct GiveBack {  // returns the buffer to `scratch` however this scope exits
+        PackedWeights& p;
+        std::unique_ptr<HeapBuffer>& s;
+        ~GiveBack() { s = std::move(p.storage); }
+      } give_back{patches, scratch};
+      float* pp = reinterpret_cast<float*>(patches.storage->data());
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t p0 = c * chunk, n = std::min(chunk, P - p0);
+        pack_patches(geom, p0, n, NR, pp);
+        patches.rows = n;
+        WeightRows rows;  // describes the patches; gemm reads them from `patches`
+        rows.dtype = DType::F32;
+        rows.data = reinterpret_cast<const uint8_t*>(pp);
+        rows.row_bytes = kdim * int64_t{sizeof(float)};
+        rows.rows = n;
+        rows.cols = kdim;
+        gemm(wf.data<float>() + g * cout_g * kdim, kdim, rows, y.data<float>() + g * cout_g * P + p0, P,
+             cout_g, &patches);
+      }
+    });
   }
 }
 
@@ -108,7 +180,13 @@ static void conv2d_depthwise(const Tensor& x, const Tensor& w, const ConvParams&
   });
 }
 
-Tensor conv2d(const Tensor& x_in, const Tensor& w, const Tensor* bias, const ConvParams& p) {
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const ConvParams& p) {
+  Tensor y;
+  conv2d_into(x, w, bias, p, y);
+  return y;
+}
+
+void conv2d_into(const Tensor& x_in, const Tensor& w, const Tensor* bias, const ConvParams& p, Tensor& y) {
   const Tensor x = packed_input("conv2d", x_in, 3, "[Cin, H, W]");
   if (!w.defined() || w.ndim() != 4) bad("conv2d", "expects w [Cout, Cin/groups, Kh, Kw]");
   const int64_t Cin = x.dim(0), H = x.dim(1), W = x.dim(2);
@@ -132,21 +210,26 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w, const Tensor* bias, const Con
                         " must be [" + std::to_string(Cout) + "]");
     b = to_f32(*bias);
   }
-  Tensor y = Tensor::empty({Cout, Ho, Wo});
-  if (y.numel() == 0) return y;
+  const bool reuse = y.defined() && y.dtype() == DType::F32 && y.is_contiguous() &&
+                     y.numel() == Cout * Ho * Wo && y.buffer() != x.buffer();
+  y = reuse ? y.reshape({Cout, Ho, Wo}) : Tensor::empty({Cout, Ho, Wo});
+  if (y.numel() == 0) return;
   if (G > 1 && G == Cin)
     conv2d_depthwise(x, w, p, Ho, Wo, y);
   else
     conv2d_im2col(x, w, p, Ho, Wo, y);
   if (b.defined()) {
     const int64_t P = Ho * Wo;
-    for (int64_t o = 0; o < Cout; ++o) {
-      float* row = y.data<float>() + o * P;
-      const float bo = b.data<float>()[o];
-      for (int64_t i = 0; i < P; ++i) row[i] += bo;
-    }
+    float* py = y.data<float>();
+    const float* pb = b.data<float>();
+    parallel_for(Cout, std::max<int64_t>(1, (1 << 14) / P), [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) {
+        float* row = py + o * P;
+        const float bo = pb[o];
+        for (int64_t i = 0; i < P; ++i) row[i] += bo;
+      }
+    });
   }
-  return y;
 }
 
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride,

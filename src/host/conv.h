@@ -17,6 +17,9 @@ struct ConvParams {
 // with Ho = (H + 2 pad - dil (Kh - 1) - 1) / stride + 1. Dense and grouped convolutions run as
 // im2col + host::matmul; depthwise ones (one input channel per group) as a direct loop.
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const ConvParams& p);
+// conv2d writing into `y` when y already holds a contiguous f32 buffer of the output's size (it
+// is reshaped; not when it shares x's buffer), else into a new tensor: lets a caller reuse activations.
+void conv2d_into(const Tensor& x, const Tensor& w, const Tensor* bias, const ConvParams& p, Tensor& y);
 // x [Cin, L], w [Cout, Cin / groups, K] -> [Cout, Lo]: conv2d with a height of 1.
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride,
               int64_t padding, int64_t dilation, int64_t groups);

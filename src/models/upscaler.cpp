@@ -5,16 +5,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 #include "core/parallel.h"
 #include "host/conv.h"
+#include "host/ops.h"
+#include "weights/source.h"
+#include "weights/torch_checkpoint.h"
 
 namespace xdna {
 
 using nlohmann::json;
 
 namespace {
+
+constexpr size_t kSpareActivations = 2;  // freed activations run_upscaler keeps for reuse
 
 [[noreturn]] void fail(const UpscalerNet& net, const std::string& layer, const std::string& what) {
   throw std::invalid_argument(net.origin + ": layer '" + layer + "': " + what);
@@ -102,27 +109,35 @@ float activate(UpActivation a, float v, float alpha, float cap) {
   return v;
 }
 
+// ReLU without a cap (EDSR's blocks, most of the RDNs) as its own loop, which vectorizes; the
+// others go through activate() per element.
+void relu_range(float* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) p[i] = p[i] > 0.0f ? p[i] : 0.0f;
+}
+
 void activate_inplace(Tensor& t, UpActivation a, float alpha, float cap) {
   if (a == UpActivation::Linear) return;
   float* p = t.data<float>();
   parallel_for(t.numel(), 1 << 14, [&](int64_t i0, int64_t i1) {
+    if (a == UpActivation::Relu && cap <= 0) return relu_range(p + i0, i1 - i0);
     for (int64_t i = i0; i < i1; ++i) p[i] = activate(a, p[i], alpha, cap);
   });
 }
 
 // TF "same" padding with stride 1: total (k - 1) d, the extra pixel of an even total at the end.
-Tensor run_conv(const UpLayer& u, const Tensor& x) {
+// The result goes into `y` when it is a spare buffer of the right size (conv2d_into).
+void run_conv(const UpLayer& u, const Tensor& x, Tensor& y) {
   host::ConvParams p;
   p.dilation[0] = u.dilation[0];
   p.dilation[1] = u.dilation[1];
   p.groups = u.groups;
   const Tensor* bias = u.bias.defined() ? &u.bias : nullptr;
-  if (!u.same_padding) return host::conv2d(x, u.weight, bias, p);
+  if (!u.same_padding) return host::conv2d_into(x, u.weight, bias, p, y);
   const int64_t th = int64_t{u.kernel[0] - 1} * u.dilation[0], tw = int64_t{u.kernel[1] - 1} * u.dilation[1];
   if (th % 2 == 0 && tw % 2 == 0) {
     p.padding[0] = th / 2;
     p.padding[1] = tw / 2;
-    return host::conv2d(x, u.weight, bias, p);
+    return host::conv2d_into(x, u.weight, bias, p, y);
   }
   // Asymmetric: pad explicitly (before = total / 2) and convolve without padding.
   const int64_t C = x.dim(0), H = x.dim(1), W = x.dim(2), top = th / 2, left = tw / 2;
@@ -130,9 +145,9 @@ Tensor run_conv(const UpLayer& u, const Tensor& x) {
   const float* s = x.data<float>();
   float* d = padded.data<float>();
   for (int64_t c = 0; c < C; ++c)
-    for (int64_t y = 0; y < H; ++y)
-      std::copy(s + (c * H + y) * W, s + (c * H + y + 1) * W, d + (c * (H + th) + y + top) * (W + tw) + left);
-  return host::conv2d(padded, u.weight, bias, p);
+    for (int64_t r = 0; r < H; ++r)
+      std::copy(s + (c * H + r) * W, s + (c * H + r + 1) * W, d + (c * (H + th) + r + top) * (W + tw) + left);
+  host::conv2d_into(padded, u.weight, bias, p, y);
 }
 
 Tensor upsample_nearest(const Tensor& x, int r) {
@@ -150,6 +165,39 @@ Tensor upsample_nearest(const Tensor& x, int r) {
     }
   });
   return y;
+}
+
+// The scale, receptive radius and peak activation bytes per input pixel of a built layer list.
+void derive_sizes(UpscalerNet& net) {
+  const UpLayer& out = net.layers[net.output];
+  net.scale = out.factor;
+  std::vector<int> radius(net.layers.size(), 0);  // per layer, in input pixels
+  for (size_t i = 0; i < net.layers.size(); ++i) {
+    const UpLayer& u = net.layers[i];
+    for (int j : u.inputs) radius[i] = std::max(radius[i], radius[j]);
+    if (u.kind == UpLayerKind::Conv) {
+      const int reach = std::max((u.kernel[0] - 1) * u.dilation[0], (u.kernel[1] - 1) * u.dilation[1]);
+      radius[i] += ((reach + 1) / 2 + u.factor - 1) / u.factor;  // in input pixels, rounded up
+    }
+  }
+  net.receptive_radius = radius[net.output];
+  // Peak of live activations, freeing each tensor after its last reader (as run_upscaler does),
+  // plus the spare buffers it keeps (at most the largest activation each).
+  std::vector<int> readers(net.layers.size(), 0);
+  for (const UpLayer& u : net.layers)
+    for (int i : u.inputs) ++readers[i];
+  double live = 0, largest = 0;
+  net.peak_bytes_per_pixel = 0;
+  for (size_t i = 0; i < net.layers.size(); ++i) {
+    const UpLayer& u = net.layers[i];
+    const double bytes = 4.0 * u.channels * u.factor * u.factor;
+    live += bytes;
+    largest = std::max(largest, bytes);
+    net.peak_bytes_per_pixel = std::max(net.peak_bytes_per_pixel, live);
+    for (int j : u.inputs)
+      if (--readers[j] == 0) live -= 4.0 * net.layers[j].channels * net.layers[j].factor * net.layers[j].factor;
+  }
+  net.peak_bytes_per_pixel += kSpareActivations * largest;
 }
 
 }  // namespace
@@ -177,7 +225,6 @@ UpscalerNet build_upscaler(const TfjsModel& m) {
   net.origin = m.origin;
   if (m.input_layers.size() != 1 || m.output_layers.size() != 1)
     throw std::invalid_argument(m.origin + ": an upscaler needs one input and one output layer");
-  std::vector<int> radius;  // per layer, in input pixels
   auto index_of = [&](const std::string& name) {
     for (size_t i = 0; i < net.layers.size(); ++i)
       if (net.layers[i].name == name) return static_cast<int>(i);
@@ -191,8 +238,6 @@ UpscalerNet build_upscaler(const TfjsModel& m) {
     const std::string& k = l.class_name;
     const bool unary = u.inputs.size() == 1;
     const UpLayer* first = u.inputs.empty() ? nullptr : &net.layers[u.inputs[0]];
-    int r = 0;
-    for (int i : u.inputs) r = std::max(r, radius[i]);
     try {
       if (k == "InputLayer") {
         u.kind = UpLayerKind::Input;
@@ -207,8 +252,6 @@ UpscalerNet build_upscaler(const TfjsModel& m) {
         if (!unary) fail(net, l.name, "Conv2D takes one input");
         build_conv(m, l, u, first->channels, net);
         u.factor = first->factor;
-        const int reach = std::max((u.kernel[0] - 1) * u.dilation[0], (u.kernel[1] - 1) * u.dilation[1]);
-        r += ((reach + 1) / 2 + u.factor - 1) / u.factor;  // in input pixels, rounded up
       } else if (k == "Add" || k == "Concatenate") {
         u.kind = k == "Add" ? UpLayerKind::Add : UpLayerKind::Concat;
         if (u.kind == UpLayerKind::Concat) {
@@ -279,29 +322,171 @@ UpscalerNet build_upscaler(const TfjsModel& m) {
       fail(net, l.name, what);
     }
     net.layers.push_back(std::move(u));
-    radius.push_back(r);
   }
   net.output = index_of(m.output_layers[0]);
   const UpLayer& out = net.layers[net.output];
   if (out.channels != 3) fail(net, out.name, "the output has " + std::to_string(out.channels) + " channels, not RGB");
-  net.scale = out.factor;
-  net.receptive_radius = radius[net.output];
-  // Peak of live activations, freeing each tensor after its last reader (as run_upscaler does).
-  std::vector<int> readers(net.layers.size(), 0);
-  for (const UpLayer& u : net.layers)
-    for (int i : u.inputs) ++readers[i];
-  double live = 0;
-  for (size_t i = 0; i < net.layers.size(); ++i) {
-    const UpLayer& u = net.layers[i];
-    live += 4.0 * u.channels * u.factor * u.factor;
-    net.peak_bytes_per_pixel = std::max(net.peak_bytes_per_pixel, live);
-    for (int j : u.inputs)
-      if (--readers[j] == 0) live -= 4.0 * net.layers[j].channels * net.layers[j].factor * net.layers[j].factor;
-  }
+  derive_sizes(net);
   return net;
 }
 
-UpscalerNet load_upscaler(const std::string& model_json_path) { return build_upscaler(load_tfjs_model(model_json_path)); }
+namespace {
+
+// Appends the layers of a PyTorch network to `net`, reading convolutions from `w` by key.
+struct TorchNetBuilder {
+  const WeightSource& w;
+  UpscalerNet& net;
+
+  [[noreturn]] void fail_key(const std::string& key, const std::string& what) const {
+    throw std::invalid_argument(net.origin + ": " + key + ": " + what);
+  }
+  int add(UpLayer u) {
+    net.layers.push_back(std::move(u));
+    return static_cast<int>(net.layers.size()) - 1;
+  }
+  // PyTorch Conv2d with padding k // 2 (odd kernels: TF "same"), stride 1, optional bias.
+  int conv(const std::string& prefix, int input, UpActivation act = UpActivation::Linear) {
+    if (!w.contains(prefix + ".weight")) fail_key(prefix + ".weight", "missing from the state dict");
+    const Tensor k = host::to_f32(w.get(prefix + ".weight")).contiguous();
+    const UpLayer& in = net.layers[input];
+    if (k.ndim() != 4 || k.dim(1) != in.channels || k.dim(2) % 2 == 0 || k.dim(3) % 2 == 0)
+      fail_key(prefix + ".weight", "shape " + shape_str(k.shape()) + " is not [Cout, " + std::to_string(in.channels) +
+                                       ", K, K] with an odd K");
+    UpLayer u;
+    u.kind = UpLayerKind::Conv;
+    u.name = prefix;
+    u.inputs = {input};
+    u.channels = static_cast<int>(k.dim(0));
+    u.factor = in.factor;
+    u.kernel[0] = static_cast<int>(k.dim(2));
+    u.kernel[1] = static_cast<int>(k.dim(3));
+    u.same_padding = true;
+    u.act = act;
+    u.weight = k;
+    if (w.contains(prefix + ".bias")) {
+      u.bias = host::to_f32(w.get(prefix + ".bias")).contiguous();
+      if (u.bias.numel() != u.channels) fail_key(prefix + ".bias", "has " + std::to_string(u.bias.numel()) + " values");
+    }
+    return add(std::move(u));
+  }
+  int unary(UpLayerKind kind, const std::string& name, int input) {
+    UpLayer u;
+    u.kind = kind;
+    u.name = name;
+    u.inputs = {input};
+    u.channels = net.layers[input].channels;
+    u.factor = net.layers[input].factor;
+    return add(std::move(u));
+  }
+  int shuffle(const std::string& name, int input, int r) {
+    const int c = net.layers[input].channels;
+    if (c % (r * r) != 0)
+      fail_key(name, std::to_string(c) + " channels do not pixel-shuffle by " + std::to_string(r));
+    const int i = unary(UpLayerKind::PixelShuffle, name, input);
+    net.layers[i].block = r;
+    net.layers[i].channels = c / (r * r);
+    net.layers[i].factor *= r;
+    return i;
+  }
+  int sum(const std::string& name, int a, int b) {
+    const int i = unary(UpLayerKind::Add, name, a);
+    net.layers[i].inputs.push_back(b);
+    if (net.layers[b].channels != net.layers[a].channels)
+      fail_key(name, "adds " + std::to_string(net.layers[b].channels) + " channels to " +
+                         std::to_string(net.layers[a].channels));
+    return i;
+  }
+};
+
+int count_prefixed(const WeightSource& w, const std::string& prefix, const std::string& suffix) {
+  int n = 0;
+  while (w.contains(prefix + std::to_string(n) + suffix)) ++n;
+  return n;
+}
+
+void build_espcn(TorchNetBuilder& b) {
+  int x = b.conv("first_part.0", 0, UpActivation::Tanh);
+  x = b.conv("first_part.2", x, UpActivation::Tanh);
+  x = b.conv("last_part.0", x);
+  const int c = b.net.layers[x].channels, r = static_cast<int>(std::lround(std::sqrt(c / 3.0)));
+  if (r < 1 || 3 * r * r != c) b.fail_key("last_part.0.weight", std::to_string(c) + " outputs are not 3 r^2");
+  b.net.output = b.shuffle("last_part.1", x, r);
+}
+
+void build_edsr(TorchNetBuilder& b, float res_scale) {
+  const WeightSource& w = b.w;
+  const int blocks = count_prefixed(w, "body.", ".body.0.weight");
+  const int head = b.conv("head.0", b.conv("sub_mean", 0));
+  int h = head;
+  for (int i = 0; i < blocks; ++i) {
+    const std::string p = "body." + std::to_string(i);
+    int r = b.conv(p + ".body.2", b.conv(p + ".body.0", h, UpActivation::Relu));
+    if (res_scale != 1.0f) {
+      r = b.unary(UpLayerKind::Rescale, p + ".res_scale", r);
+      b.net.layers[r].scale = res_scale;
+    }
+    h = b.sum(p, r, h);
+  }
+  int x = b.sum("body", b.conv("body." + std::to_string(blocks), h), head);
+  // Upsampler: x2 / x3 one conv + shuffle (4F or 9F outputs); x4 two x2 stages.
+  const int feats = b.net.layers[head].channels;
+  int stage = 0;
+  for (; w.contains("tail.0." + std::to_string(2 * stage) + ".weight"); ++stage) {
+    const std::string p = "tail.0." + std::to_string(2 * stage);
+    x = b.conv(p, x);
+    const int c = b.net.layers[x].channels;
+    if (c != 4 * feats && c != 9 * feats)
+      b.fail_key(p + ".weight", std::to_string(c) + " outputs: an upsampler conv has 4 or 9 x " + std::to_string(feats));
+    x = b.shuffle("tail.0." + std::to_string(2 * stage + 1), x, c == 4 * feats ? 2 : 3);
+  }
+  if (stage == 0) b.fail_key("tail.0.0.weight", "missing from the state dict (no upsampler)");
+  b.net.output = b.conv("add_mean", b.conv("tail.1", x));
+}
+
+}  // namespace
+
+UpscalerNet build_torch_upscaler(const WeightSource& w, float res_scale) {
+  UpscalerNet net;
+  net.origin = w.path();
+  if (!(res_scale > 0.0f) || !std::isfinite(res_scale))
+    throw std::invalid_argument(net.origin + ": res_scale must be positive, got " + std::to_string(res_scale));
+  UpLayer in;
+  in.kind = UpLayerKind::Input;
+  in.name = "input";
+  in.channels = 3;
+  net.layers.push_back(in);
+  TorchNetBuilder b{w, net};
+  if (w.contains("first_part.0.weight")) build_espcn(b);
+  else if (w.contains("head.0.weight")) build_edsr(b, res_scale);
+  else
+    throw std::invalid_argument(net.origin + ": not an ESPCN (first_part.0.weight) or EDSR (head.0.weight) state dict");
+  const UpLayer& out = net.layers[net.output];
+  if (out.channels != 3) fail(net, out.name, "the output has " + std::to_string(out.channels) + " channels, not RGB");
+  derive_sizes(net);
+  return net;
+}
+
+UpscalerNet load_upscaler(const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string ext = fs::path(path).extension().string();
+  if (ext != ".pt" && ext != ".pth" && ext != ".safetensors") return build_upscaler(load_tfjs_model(path));
+  std::unique_ptr<WeightSource> w;
+  if (ext == ".safetensors") w = open_weights(path);
+  else w = std::make_unique<TorchCheckpoint>(path);
+  float res_scale = 1.0f;
+  const json meta = w->metadata();
+  if (ext == ".safetensors" && meta.is_object() && meta.contains("res_scale") && meta["res_scale"].is_string())
+    res_scale = std::stof(meta["res_scale"].get<std::string>());
+  const fs::path side = fs::path(path).replace_extension(".json");
+  if (fs::is_regular_file(side)) {
+    std::ifstream f(side);
+    const json j = json::parse(f, nullptr, false);
+    if (!j.is_object() || (j.contains("res_scale") && !j["res_scale"].is_number()))
+      throw std::invalid_argument(side.string() + ": expected a JSON object with a numeric res_scale");
+    res_scale = j.value("res_scale", res_scale);
+  }
+  return build_torch_upscaler(*w, res_scale);
+}
 
 Tensor run_upscaler(const UpscalerNet& net, const Tensor& x) {
   if (x.ndim() != 3 || x.dim(0) != 3 || x.dtype() != DType::F32)
@@ -311,23 +496,42 @@ Tensor run_upscaler(const UpscalerNet& net, const Tensor& x) {
     for (int i : u.inputs) ++readers[i];
   ++readers[net.output];
   std::vector<Tensor> v(net.layers.size());
+  // Freed activations kept for reuse as conv outputs: writing into fresh multi-MB buffers costs
+  // their page faults each time (the kernel zeroing pages was a quarter of the time).
+  std::vector<Tensor> spare;
+  auto take_spare = [&](int64_t numel) {
+    for (size_t i = 0; i < spare.size(); ++i)
+      if (spare[i].numel() == numel) {
+        Tensor t = std::move(spare[i]);
+        spare.erase(spare.begin() + static_cast<std::ptrdiff_t>(i));
+        return t;
+      }
+    return Tensor();
+  };
   for (size_t li = 0; li < net.layers.size(); ++li) {
     const UpLayer& u = net.layers[li];
     Tensor y;
     switch (u.kind) {
       case UpLayerKind::Input: y = x.clone(); break;  // never alias the caller's tensor
-      case UpLayerKind::Conv:
-        y = run_conv(u, v[u.inputs[0]]);
+      case UpLayerKind::Conv: {
+        const Tensor& in = v[u.inputs[0]];
+        const int64_t grow_h = u.same_padding ? 0 : int64_t{u.kernel[0] - 1} * u.dilation[0];
+        const int64_t grow_w = u.same_padding ? 0 : int64_t{u.kernel[1] - 1} * u.dilation[1];
+        y = take_spare(int64_t{u.channels} * (in.dim(1) - grow_h) * (in.dim(2) - grow_w));
+        run_conv(u, in, y);
         activate_inplace(y, u.act, u.alpha, u.max_value);
         break;
+      }
       case UpLayerKind::Act:
         y = readers[u.inputs[0]] == 1 ? v[u.inputs[0]] : v[u.inputs[0]].clone();  // in place when last reader
         activate_inplace(y, u.act, u.alpha, u.max_value);
         break;
       case UpLayerKind::Rescale: {
-        y = v[u.inputs[0]].clone();
+        y = readers[u.inputs[0]] == 1 ? v[u.inputs[0]] : v[u.inputs[0]].clone();  // in place when last reader
         float* p = y.data<float>();
-        for (int64_t i = 0; i < y.numel(); ++i) p[i] = p[i] * u.scale + u.offset;
+        parallel_for(y.numel(), 1 << 14, [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) p[i] = p[i] * u.scale + u.offset;
+        });
         break;
       }
       case UpLayerKind::PRelu: {
@@ -340,7 +544,7 @@ Tensor run_upscaler(const UpscalerNet& net, const Tensor& x) {
         break;
       }
       case UpLayerKind::Add: {
-        y = v[u.inputs[0]].clone();
+        y = readers[u.inputs[0]] == 1 ? v[u.inputs[0]] : v[u.inputs[0]].clone();  // in place when last reader
         float* p = y.data<float>();
         for (size_t k = 1; k < u.inputs.size(); ++k) {
           const Tensor& b = v[u.inputs[k]];
@@ -365,10 +569,15 @@ Tensor run_upscaler(const UpscalerNet& net, const Tensor& x) {
       }
       case UpLayerKind::Upsample: y = upsample_nearest(v[u.inputs[0]], u.block); break;
       case UpLayerKind::DepthToSpace: y = depth_to_space(v[u.inputs[0]], u.block); break;
+      case UpLayerKind::PixelShuffle: y = host::pixel_shuffle(v[u.inputs[0]], u.block); break;
     }
     v[li] = std::move(y);
     for (int j : u.inputs)
-      if (--readers[j] == 0) v[j] = Tensor();  // free activations after their last reader
+      if (--readers[j] == 0) {  // free activations after their last reader, keeping two spares
+        if (v[j].defined() && v[j].buffer().use_count() == 1) spare.push_back(std::move(v[j]));
+        if (spare.size() > kSpareActivations) spare.erase(spare.begin());
+        v[j] = Tensor();
+      }
   }
   return v[net.output];
 }

@@ -1,0 +1,122 @@
+// conv2d's im2col-into-GEMM-panels path against a direct loop: every padding/stride/dilation/group
+// combination, positions that do and do not fill a panel, both GEMM instruction sets, and the
+// buffer reuse of conv2d_into.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/cpu.h"
+#include "host/conv.h"
+
+using namespace xdna;
+using namespace xdna::host;
+
+namespace {
+
+Tensor random_tensor(const Shape& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Tensor t = Tensor::empty(shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  return t;
+}
+
+// The definition, in double.
+Tensor direct_conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) {
+  const int64_t Cin = x.dim(0), H = x.dim(1), W = x.dim(2), Cout = w.dim(0), Kh = w.dim(2), Kw = w.dim(3);
+  const int64_t G = p.groups, cin_g = Cin / G, cout_g = Cout / G;
+  const int64_t Ho = (H + 2 * p.padding[0] - p.dilation[0] * (Kh - 1) - 1) / p.stride[0] + 1;
+  const int64_t Wo = (W + 2 * p.padding[1] - p.dilation[1] * (Kw - 1) - 1) / p.stride[1] + 1;
+  Tensor y = Tensor::empty({Cout, Ho, Wo});
+  for (int64_t o = 0; o < Cout; ++o)
+    for (int64_t oh = 0; oh < Ho; ++oh)
+      for (int64_t ow = 0; ow < Wo; ++ow) {
+        double acc = b.data<float>()[o];
+        const int64_t g = o / cout_g;
+        for (int64_t c = 0; c < cin_g; ++c)
+          for (int64_t i = 0; i < Kh; ++i)
+            for (int64_t j = 0; j < Kw; ++j) {
+              const int64_t ih = oh * p.stride[0] - p.padding[0] + i * p.dilation[0];
+              const int64_t iw = ow * p.stride[1] - p.padding[1] + j * p.dilation[1];
+              if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+              acc += double(x.data<float>()[((g * cin_g + c) * H + ih) * W + iw]) *
+                     w.data<float>()[((o * cin_g + c) * Kh + i) * Kw + j];
+            }
+        y.data<float>()[(o * Ho + oh) * Wo + ow] = float(acc);
+      }
+  return y;
+}
+
+struct Case {
+  int64_t cin, cout, h, w, kh, kw, stride, pad, dil, groups;
+};
+
+void expect_matches(const Case& c, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "cin " << c.cin << " cout " << c.cout << " " << c.h << "x" << c.w << " k "
+                                    << c.kh << "x" << c.kw << " s " << c.stride << " p " << c.pad << " d " << c.dil
+                                    << " g " << c.groups);
+  const Tensor x = random_tensor({c.cin, c.h, c.w}, seed);
+  const Tensor w = random_tensor({c.cout, c.cin / c.groups, c.kh, c.kw}, seed + 1);
+  const Tensor b = random_tensor({c.cout}, seed + 2);
+  ConvParams p;
+  p.stride[0] = p.stride[1] = c.stride;
+  p.padding[0] = p.padding[1] = c.pad;
+  p.dilation[0] = p.dilation[1] = c.dil;
+  p.groups = c.groups;
+  const Tensor want = direct_conv(x, w, b, p);
+  const Tensor got = conv2d(x, w, &b, p);
+  ASSERT_EQ(got.shape(), want.shape());
+  const double tol = 1e-5 * double(c.cin / c.groups * c.kh * c.kw);
+  for (int64_t i = 0; i < want.numel(); ++i)
+    ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], tol) << "element " << i;
+}
+
+const Case kCases[] = {
+    {3, 64, 37, 41, 3, 3, 1, 1, 1, 1},    // SR-style: rows longer than a panel, ragged last panel
+    {64, 12, 20, 33, 3, 3, 1, 1, 1, 1},   // few output channels (a partial GEMM row tile)
+    {16, 16, 5, 7, 5, 5, 1, 2, 1, 1},     // positions fewer than one panel; padding wider than W
+    {8, 8, 19, 70, 1, 1, 1, 0, 1, 1},     // pointwise, rows of 70 (panels cross rows)
+    {6, 10, 23, 29, 3, 3, 2, 1, 1, 1},    // strided
+    {4, 6, 21, 40, 3, 3, 1, 2, 2, 1},     // dilated
+    {8, 12, 17, 35, 3, 3, 1, 1, 1, 4},    // grouped
+    {5, 7, 9, 64, 3, 1, 1, 0, 1, 1},      // rectangular kernel, exact panel rows
+    {32, 32, 1, 200, 1, 3, 1, 0, 1, 1},   // conv1d shape
+};
+
+}  // namespace
+
+TEST(Conv, MatchesDirectLoop) {
+  uint32_t seed = 1;
+  for (const Case& c : kCases) expect_matches(c, seed += 10);
+}
+
+TEST(Conv, MatchesDirectLoopOnAvx2) {
+  if (active_isa() == Isa::Scalar) GTEST_SKIP() << "no AVX2";
+  const Isa before = active_isa();
+  force_isa(Isa::Avx2);  // NR 16 instead of 32: other panel boundaries
+  uint32_t seed = 500;
+  for (const Case& c : kCases) expect_matches(c, seed += 10);
+  force_isa(before);
+}
+
+TEST(Conv, IntoReusesAMatchingBufferOnly) {
+  const Tensor x = random_tensor({4, 9, 11}, 7);
+  const Tensor w = random_tensor({6, 4, 3, 3}, 8);
+  ConvParams p;
+  p.padding[0] = p.padding[1] = 1;
+  const Tensor want = conv2d(x, w, nullptr, p);
+  Tensor y = Tensor::empty({6 * 9 * 11});  // right size, other shape: reused and reshaped
+  const float* storage = y.data<float>();
+  y.data<float>()[5] = 1e9f;  // stale contents must not leak into the result
+  conv2d_into(x, w, nullptr, p, y);
+  EXPECT_EQ(y.data<float>(), storage);
+  EXPECT_EQ(y.shape(), (Shape{6, 9, 11}));
+  EXPECT_EQ(y.to_vector(), want.to_vector());
+  Tensor small = Tensor::empty({3});  // wrong size: replaced
+  conv2d_into(x, w, nullptr, p, small);
+  EXPECT_EQ(small.to_vector(), want.to_vector());
+  Tensor same = x;  // x's own buffer is never the output
+  conv2d_into(x, random_tensor({4, 4, 1, 1}, 9), nullptr, ConvParams{}, same);
+  EXPECT_NE(same.data<float>(), x.data<float>());
+}
