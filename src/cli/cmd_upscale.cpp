@@ -1,8 +1,12 @@
 // `npu upscale IN OUT [--model M] [--scale N] [--tile T]`: image super-resolution with a TF.js
 // upscaler (the UpscalerJS packages). IN is any image decode_image reads; OUT is written as PNG.
+// With `--video WxH`, IN and OUT are raw rgb24 frame streams ("-": stdin / stdout) for an ffmpeg
+// pipe (pipeline/upscale_video.h).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -12,6 +16,7 @@
 #include "models/catalog.h"
 #include "models/model_store.h"
 #include "pipeline/upscale.h"
+#include "pipeline/upscale_video.h"
 
 namespace fs = std::filesystem;
 
@@ -26,6 +31,8 @@ struct UpscaleCliOptions {
   int scale = 2;
   int tile = 0;
   float range = 255;
+  std::string video;  // WxH of raw input frames; empty = image mode
+  std::string pix_fmt = "rgb24";
 };
 
 // "2, 3, 4, 8": the x<N>/model.json directories a model directory has.
@@ -60,9 +67,37 @@ std::string resolve_model_json(const UpscaleCliOptions& o) {
                            " network (scales it has: " + scales_in(dir) + ")");
 }
 
+// Raw frames IN -> OUT ("-" = stdin / stdout); progress and frames per second on stderr.
+void run_upscale_video(const UpscaleCliOptions& o, const Upscaler& up) {
+  const VideoFrameSize size = parse_frame_size(o.video);
+  std::ifstream fin;
+  std::ofstream fout;
+  if (o.in != "-") fin.open(o.in, std::ios::binary);
+  if (o.out != "-") fout.open(o.out, std::ios::binary);
+  if (o.in != "-" && !fin) throw std::runtime_error("upscale: cannot open " + o.in);
+  if (o.out != "-" && !fout) throw std::runtime_error("upscale: cannot write " + o.out);
+  VideoOptions vo;
+  vo.upscale.tile = o.tile;
+  vo.stop = install_stop_on_interrupt();
+  double last_report = 0;
+  vo.on_frame = [&](const VideoStats& s) {
+    if (s.seconds - last_report < 5) return;
+    last_report = s.seconds;
+    std::fprintf(stderr, "upscale: %lld frames, %.2f frames/s\n", static_cast<long long>(s.frames), s.fps());
+  };
+  const VideoStats s = upscale_video(up, size, o.in == "-" ? std::cin : fin, o.out == "-" ? std::cout : fout, vo);
+  std::fprintf(stderr, "upscale: %lld frames %dx%d -> %dx%d (x%d, tile %d) in %.2f s: %.2f frames/s (model %.2f s)%s\n",
+               static_cast<long long>(s.frames), size.width, size.height, size.width * up.net.scale,
+               size.height * up.net.scale, up.net.scale, auto_tile_size(up.net, vo.upscale), s.seconds, s.fps(),
+               s.model_seconds, s.interrupted ? "; interrupted" : "");
+  if (s.interrupted) throw CLI::RuntimeError(130);
+}
+
 void run_upscale(const UpscaleCliOptions& o) {
   const std::string ext = fs::path(o.out).extension().string();
-  if (ext != ".png" && ext != ".PNG") throw std::runtime_error("upscale: OUT must be a .png file: " + o.out);
+  if (!o.video.empty() && o.pix_fmt != "rgb24")
+    throw std::runtime_error("upscale: --pix-fmt " + o.pix_fmt + " is not supported (only rgb24)");
+  if (o.video.empty() && ext != ".png" && ext != ".PNG") throw std::runtime_error("upscale: OUT must be a .png file: " + o.out);
   if (o.range != 1 && o.range != 255) throw std::runtime_error("upscale: --range must be 1 or 255");
   Upscaler up;
   up.net = load_upscaler(resolve_model_json(o));
@@ -70,6 +105,7 @@ void run_upscale(const UpscaleCliOptions& o) {
   if (up.net.scale != o.scale)
     throw std::runtime_error("upscale: " + up.net.origin + " upscales " + std::to_string(up.net.scale) + "x, not " +
                              std::to_string(o.scale) + "x");
+  if (!o.video.empty()) return run_upscale_video(o, up);
   const Image img = load_image(o.in);
   UpscaleOptions opts;
   opts.tile = o.tile;
@@ -100,6 +136,9 @@ void add_upscale_command(CLI::App& app) {
   cmd->add_option("--range", o->range, "Model pixel range: 255 (RDN models, the default) or 1")
       ->capture_default_str();
   cmd->add_option("--store", o->store, kStoreHelp);
+  cmd->add_option("--video", o->video,
+                  "Raw video mode: IN and OUT are rgb24 frames of this size (WxH), '-' for stdin / stdout");
+  cmd->add_option("--pix-fmt", o->pix_fmt, "Raw frame format with --video (rgb24)")->capture_default_str();
   cmd->callback([o] { run_upscale(*o); });
 }
 
