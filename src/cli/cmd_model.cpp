@@ -1,5 +1,6 @@
 // `npu model ls | pull | rm | catalog`: the local model store (src/models/model_store.h).
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -12,13 +13,14 @@
 #include "cli/server_client.h"
 #include "models/catalog.h"
 #include "models/model_store.h"
+#include "pipeline/speech_model.h"
 
 namespace xdna::cli {
 
 namespace {
 
 struct ModelOptions {
-  std::string store, name, precision;
+  std::string store, name, precision, path;
   bool json = false, force = false;
   ServerFlags server;
 };
@@ -127,6 +129,24 @@ void run_rm(const ModelOptions& o) {
   std::printf("removed %s%s\n", o.name.c_str(), size.c_str());
 }
 
+// `npu model import PATH --name N`: a model no registry carries (Parakeet's .nemo archives,
+// GigaAM checkpoints, transformers Parakeet directories), checked by loading it before it is copied.
+void run_import(const ModelOptions& o) {
+  if (!looks_like_conformer(o.path))
+    throw std::runtime_error("import: " + o.path +
+                             " is not a model import takes (a .nemo archive, a GigaAM .ckpt, or a transformers "
+                             "Parakeet directory); catalog models come with `npu model pull`");
+  const ConformerTranscriber asr = ConformerTranscriber::load(o.path);  // throws naming what is wrong
+  const ConformerConfig& c = asr.model().config();
+  const std::filesystem::path p(o.path);
+  const std::string format = p.extension() == ".nemo" ? "nemo" : p.extension() == ".ckpt" ? "gigaam" : "safetensors";
+  ModelStore store(resolve_store(o.store));
+  const Manifest m = store.import_local(o.name, c.family, format, o.path, o.force);
+  std::printf("imported %s (%s %s, %s head, %lld layers x %lld, %s) into %s\n", m.name.c_str(), c.family.c_str(),
+              format.c_str(), c.head.c_str(), static_cast<long long>(c.n_layers), static_cast<long long>(c.d_model),
+              format_size(m.size_bytes).c_str(), store.model_dir(m.name).c_str());
+}
+
 void run_catalog(const ModelOptions& o) {
   if (o.json) {
     nlohmann::json out = nlohmann::json::array();
@@ -174,6 +194,15 @@ void add_model_command(CLI::App& app) {
   rm->add_option("name", o->name, "Model name (see `npu model ls`)")->required();
   add_store_option(rm, *o);
   rm->callback([o] { run_rm(*o); });
+
+  auto* import = model->add_subcommand(
+      "import", "Copy a model no registry carries into the store: a Parakeet .nemo archive, a GigaAM .ckpt, or a "
+                "transformers Parakeet checkpoint directory (checked by loading it first)");
+  import->add_option("path", o->path, "The file or directory")->required();
+  import->add_option("--name", o->name, "Store name: lowercase letters, digits, '.', '_', '-'")->required();
+  import->add_flag("--force", o->force, "Replace a model of that name");
+  add_store_option(import, *o);
+  import->callback([o] { run_import(*o); });
 
   auto* cat = model->add_subcommand("catalog", "List the models `npu model pull` can fetch");
   cat->add_flag("--json", o->json, "Print a JSON array");

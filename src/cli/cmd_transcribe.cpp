@@ -1,5 +1,5 @@
 // `npu transcribe FILE... [--model M] [--language L] [--task transcribe|translate] [--format F]
-// [--output-dir D] ...`: speech to text with a Whisper model. Each FILE is any audio libavformat
+// [--output-dir D] ...`: speech to text with a speech model (Whisper, or a conformer: Parakeet, GigaAM). Each FILE is any audio libavformat
 // reads; its transcript goes to stdout, or to D/<name>.<ext> with --output-dir. A file that fails
 // is reported with its name and the others still run; the exit status is then non-zero.
 #include <unistd.h>
@@ -23,6 +23,7 @@
 #include "models/catalog.h"
 #include "models/model_store.h"
 #include "pipeline/audio.h"
+#include "pipeline/speech_model.h"
 #include "pipeline/transcribe.h"
 
 namespace fs = std::filesystem;
@@ -56,7 +57,7 @@ struct TranscribeCliOptions {
 std::string available_speech_models(const ModelStore& store) {
   std::string pulled, pullable;
   for (const Manifest& m : store.list())
-    if (m.family == "whisper") pulled += (pulled.empty() ? "" : ", ") + m.name;
+    if (is_speech_family(m.family)) pulled += (pulled.empty() ? "" : ", ") + m.name;
   for (const CatalogEntry& e : catalog())
     if (e.family == "whisper" && !store.find(e.name)) pullable += (pullable.empty() ? "" : ", ") + e.name;
   return "speech models in the store: " + (pulled.empty() ? std::string("none") : pulled) +
@@ -81,7 +82,7 @@ std::string resolve_speech_model(const std::string& wanted, const std::string& s
   }
   if (!m) throw std::runtime_error("transcribe: model '" + name + "' is not a path and not in the store (" +
                                    available_speech_models(store) + ")");
-  if (m->family != "whisper")
+  if (!is_speech_family(m->family))
     throw std::runtime_error("transcribe: model '" + name + "' is a " + m->family + " model, not a speech model (" +
                              available_speech_models(store) + ")");
   return store.model_dir(m->name);
@@ -144,8 +145,8 @@ std::string transcribe_on_server(ServerClient& server, const TranscribeCliOption
 void run_transcribe(const TranscribeCliOptions& o) {
   const std::string server_model = o.model.empty() && !o.server.no_server ? server_model_name(o) : o.model;
   std::optional<ServerClient> server = choose_server("transcribe", o.server, server_model, in_process_reason(o));
-  std::optional<Transcriber> asr;
-  if (!server) asr.emplace(Transcriber::load(resolve_speech_model(o.model, resolve_store(o.store))));
+  std::optional<SpeechModel> asr;
+  if (!server) asr.emplace(SpeechModel::load(resolve_speech_model(o.model, resolve_store(o.store))));
 
   TranscribeOptions opts;
   opts.task = o.task;
@@ -173,7 +174,7 @@ void run_transcribe(const TranscribeCliOptions& o) {
       if (server) {
         out = transcribe_on_server(*server, o, server_model, file);
       } else {
-        const std::vector<float> samples = load_audio(file, kWhisperSampleRate);
+        const std::vector<float> samples = load_audio(file, asr->sample_rate());
         if (show_progress)
           opts.progress = [&](double done, double total) {
             std::fprintf(stderr, "%snpu transcribe: %s: %.1f / %.1f s (%.0f%%)%s", tty ? "\r" : "", file.c_str(), done,
@@ -230,10 +231,11 @@ void run_transcribe(const TranscribeCliOptions& o) {
 
 void add_transcribe_command(CLI::App& app) {
   auto o = std::make_shared<TranscribeCliOptions>();
-  CLI::App* cmd = app.add_subcommand("transcribe", "Speech to text of audio FILEs with a Whisper model");
+  CLI::App* cmd = app.add_subcommand("transcribe", "Speech to text of audio FILEs with a Whisper or conformer (Parakeet, GigaAM) model");
   cmd->add_option("file", o->files, "Audio files (WAV, FLAC, MP3, OGG/Opus, M4A, ...)")->required();
   cmd->add_option("--model,-m", o->model,
-                  "Model: a store name (e.g. whisper-base), a model directory or a Hugging Face checkpoint "
+                  "Model: a store name (e.g. whisper-base, or a conformer added with `npu model import`), a model "
+                  "directory, a Hugging Face checkpoint, a .nemo archive or a GigaAM .ckpt "
                   "(default: whisper-base if pulled, else whisper-tiny.en)");
   cmd->add_option("--store", o->store, kStoreHelp);
   cmd->add_option("--language,-l", o->language, "Spoken language code (en, de, ...; default: detected)");

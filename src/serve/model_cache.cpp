@@ -171,7 +171,7 @@ std::shared_ptr<CachedEmbeddingModel> ModelCache::get_embedding(const std::strin
 
 std::shared_ptr<CachedLanguageModel> ModelCache::get_llm(const std::string& name) {
   const auto load = [&](const Manifest& manifest, const std::string& dir) {
-    if (is_encoder_family(manifest.family) || manifest.family == "whisper" || is_vision_family(manifest.family))
+    if (is_encoder_family(manifest.family) || is_speech_family(manifest.family) || is_vision_family(manifest.family))
       throw std::invalid_argument("model '" + name + "' is a " + manifest.family +
                                   " model, not a text-generation model");
     LoadOptions opts;
@@ -222,12 +222,12 @@ std::shared_ptr<CachedLanguageModel> ModelCache::get_llm(const std::string& name
 
 std::shared_ptr<CachedAsrModel> ModelCache::get_asr(const std::string& name) {
   const auto load = [&](const Manifest& manifest, const std::string& dir) {
-    if (manifest.family != "whisper")
+    if (!is_speech_family(manifest.family))
       throw std::invalid_argument("model '" + name + "' is a " + manifest.family +
-                                  " model, not a speech-to-text (whisper) model");
+                                  " model, not a speech-to-text (whisper, parakeet, gigaam) model");
     const uint64_t bytes = model_bytes(manifest, dir);
     reserve(name, bytes, "its files", /*llm=*/false);
-    auto asr = std::make_shared<CachedAsrModel>(Transcriber::load(dir), bytes, opts_.max_queue);
+    auto asr = std::make_shared<CachedAsrModel>(SpeechModel::load(dir), bytes, opts_.max_queue);
     return Entry{name, nullptr, nullptr, asr, manifest.family};
   };
   return get_or_load(name, &Entry::asr, /*accept_alias=*/true, load);
@@ -264,7 +264,7 @@ bool ModelCache::load(const std::string& name) {
     if (const CatalogEntry* e = find_in_catalog(name)) manifest = ModelStore(root_).find(e->name);
   if (!manifest) return false;
   if (is_encoder_family(manifest->family)) return get_embedding(manifest->name) != nullptr;
-  if (manifest->family == "whisper") return get_asr(manifest->name) != nullptr;
+  if (is_speech_family(manifest->family)) return get_asr(manifest->name) != nullptr;
   if (is_vision_family(manifest->family)) return get_vision(manifest->name) != nullptr;
   return get_llm(manifest->name) != nullptr;
 }

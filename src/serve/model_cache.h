@@ -16,6 +16,7 @@
 #include "pipeline/classify.h"
 #include "pipeline/embed.h"
 #include "pipeline/llm.h"
+#include "pipeline/speech_model.h"
 #include "pipeline/transcribe.h"
 #include "serve/metrics.h"
 #include "serve/request_queue.h"
@@ -72,8 +73,8 @@ struct CachedLanguageModel {
 };
 
 struct CachedAsrModel {
-  CachedAsrModel(Transcriber t, uint64_t bytes, int max_queue) : asr(std::move(t)), bytes(bytes), queue(1, max_queue) {}
-  Transcriber asr;
+  CachedAsrModel(SpeechModel m, uint64_t bytes, int max_queue) : asr(std::move(m)), bytes(bytes), queue(1, max_queue) {}
+  SpeechModel asr;  // Whisper or a conformer (Parakeet, GigaAM)
   uint64_t bytes = 0;
   RequestQueue queue;  // one transcription at a time (each uses every core)
 };
@@ -128,9 +129,10 @@ class ModelCache {
   std::shared_ptr<CachedLanguageModel> get_llm(const std::string& name);
   // KV cache budget of each LLM loaded from now on (LoadOptions::memory_budget_bytes).
   void set_llm_load_options(const LoadOptions& opts);
-  // The same for a speech-to-text model (family "whisper"); catalog aliases of a pulled model are
-  // accepted. std::invalid_argument when the model is of another family. Transcriber::transcribe
-  // is const: callers serialise runs themselves (each already uses every core).
+  // The same for a speech-to-text model (is_speech_family: whisper, parakeet, gigaam); catalog
+  // aliases of a pulled model are accepted. std::invalid_argument when the model is of another
+  // family. SpeechModel::transcribe is const: callers serialise runs themselves (each already uses
+  // every core).
   std::shared_ptr<CachedAsrModel> get_asr(const std::string& name);
   // The same for a vision model (is_vision_family: vit, dinov2 ...); std::invalid_argument otherwise.
   std::shared_ptr<CachedVisionModel> get_vision(const std::string& name);

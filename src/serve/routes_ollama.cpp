@@ -179,7 +179,7 @@ json details(const Manifest& m, const ModelFacts& f) {
 // What a store model can do, by its manifest's family, as ModelCache decides which loader it takes
 // (the encoder families: models/spec.h).
 std::vector<std::string> capabilities(const std::string& family) {
-  if (family == "whisper") return {"transcription"};  // an extension: Ollama has no speech models
+  if (is_speech_family(family)) return {"transcription"};  // an extension: Ollama has no speech models
   for (const char* f : {"bert", "roberta", "xlm-roberta", "modernbert", "esm"})
     if (family == f) return {"embedding"};
   return {"completion"};

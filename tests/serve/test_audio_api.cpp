@@ -13,6 +13,7 @@
 #include <iterator>
 #include <thread>
 
+#include "models/model_store.h"
 #include "serve/server.h"
 #include "server_test_util.h"
 
@@ -57,6 +58,10 @@ class AudioApi : public test::ServerSuite<AudioApi> {
     const fs::path store = dir_ / "models";
     add_manifest(store, "fake-whisper", "whisper");  // listed, never loaded by these tests
     add_manifest(store, "some-bert", "bert");
+    // A conformer as `npu model import` stores it: NeMo 3.0's tiny random-weight Parakeet CTC.
+    ModelStore(store.string())
+        .import_local("tiny-parakeet", "parakeet", "nemo",
+                      std::string(XDNA_FIXTURE_DIR) + "/conformer/archives/parakeet_ctc_bpe.nemo");
     const fs::path real = fs::path(default_store_dir()) / kRealModel;
     if (fs::exists(real / "manifest.json")) fs::create_directory_symlink(real, store / kRealModel);
     serve::ServerOptions opts;
@@ -100,6 +105,30 @@ TEST_F(AudioApi, SpeechModelsAreListed) {
   const json models = json::parse(r->body);
   for (const json& m : models["data"]) found = found || m["id"] == "fake-whisper";
   EXPECT_TRUE(found) << r->body;
+}
+
+// A conformer from the store through the same endpoint: the text NeMo 3.0 gives for the same clip
+// (tests/fixtures/conformer/e2e), segments in verbose_json, Whisper-only fields refused.
+TEST_F(AudioApi, ConformerModel) {
+  const std::string clip = read_file(std::string(XDNA_FIXTURE_DIR) + "/audio/speech16k.wav");
+  std::ifstream f(std::string(XDNA_FIXTURE_DIR) + "/conformer/e2e/reference.json");
+  const json ref = json::parse(f)["nemo 3.0.0"]["parakeet_ctc_bpe.nemo:speech16k.wav"];
+  httplib::Result r = transcribe(clip, "tiny-parakeet");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["text"], ref["text"]);
+  r = transcribe(clip, "tiny-parakeet", {{"response_format", "verbose_json"}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json v = json::parse(r->body);
+  EXPECT_NEAR(v["duration"].get<double>(), 2.9136, 1e-3);
+  ASSERT_TRUE(v["segments"].is_array());
+  EXPECT_FALSE(v["segments"].empty());
+  error(transcribe(clip, "tiny-parakeet", {{"language", "de"}}), 400, "");
+  error(transcribe(clip, "tiny-parakeet", {}, "/v1/audio/translations"), 400, "");
+  const httplib::Result models = client_->Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_NE(models->body.find("tiny-parakeet"), std::string::npos);
 }
 
 TEST_F(AudioApi, NotMultipart) {
