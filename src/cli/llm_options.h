@@ -23,6 +23,7 @@
 #include "npu/runtime/device_runtime.h"
 #include "npu/sim_backend.h"
 #include "pipeline/llm.h"
+#include "pipeline/llm_npu_fused.h"
 
 namespace xdna::cli {
 
@@ -132,6 +133,7 @@ struct DeviceBackends {
   std::string requested, used;  // --device, and what runs ("npu", "npu-sim" or "host")
   std::string fallback_reason;  // why the requested device is not used (empty: it is)
   std::string artifacts_note;   // --device npu: the artifacts directory, or why none loaded
+  std::shared_ptr<NpuSimFusedDecode> fused;  // npu-sim: the fused decode, or why not (fused_decode())
 
   // `fallback`: the --fallback flag ("" = config npu_fallback, else "none").
   std::vector<Backend*> list(const std::string& name, const std::string& fallback = "") {
@@ -171,6 +173,12 @@ struct DeviceBackends {
       return {};
     }
   }
+  // On npu-sim, decode tokens run through the fused plan when every layer allows it, else op by
+  // op with the reason in placement_text() (pipeline/llm_npu_fused.h). Null off npu-sim.
+  std::shared_ptr<NpuSimFusedDecode> fused_decode(const LanguageModel& lm) {
+    if (used == "npu-sim" && !fused) fused = NpuSimFusedDecode::prepare(lm);
+    return fused;
+  }
   // After a run: when a device fallback was taken, every op ran in its place.
   void mark(RunReport& report) const {
     if (fallback_reason.empty()) return;
@@ -184,6 +192,7 @@ struct DeviceBackends {
                         {"fallback_reason", fallback_reason.empty() ? nlohmann::json(nullptr)
                                                                     : nlohmann::json(fallback_reason)}};
     if (used == "npu-sim") j["op_fallback_reasons"] = sim.refusals();
+    if (used == "npu-sim" && fused) j["decode"] = fused->placement_json();
     if (used == "npu") {
       j["op_fallback_reasons"] = device.refusals();
       j["artifacts"] = artifacts_note;
@@ -200,6 +209,7 @@ struct DeviceBackends {
         used == "npu" ? &device.refusals() : used == "npu-sim" ? &sim.refusals() : nullptr;
     if (why)
       for (const auto& [op, reason] : *why) s += "npu: " + op + " on the host: " + reason + "\n";
+    if (used == "npu-sim" && fused) s += fused->placement_text();
     return s;
   }
 };

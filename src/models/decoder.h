@@ -38,6 +38,8 @@ class Decoder {
   Decoder(DecoderSpec spec, std::shared_ptr<const WeightSource> weights);
 
   const DecoderSpec& spec() const { return spec_; }
+  // The checkpoint the weights are views of (npu-sim's fused decode copies them: llm_npu_fused.h).
+  const WeightSource& weights() const { return *source_; }
 
   // A fresh sequence state. context_length 0 = the model's maximum, capped so the KV cache fits
   // in memory_budget_bytes (0 = no cap). Throws std::invalid_argument when even 1 token cannot fit.

@@ -24,6 +24,8 @@
 
 namespace xdna {
 
+class NpuSimFusedDecode;  // llm_npu_fused.h
+
 struct LoadOptions {
   int64_t context_length = 0;        // 0 = model maximum, capped by memory_budget_bytes
   uint64_t memory_budget_bytes = 0;  // for the KV cache; 0 = no cap
@@ -65,6 +67,9 @@ struct GenerateRequest {
   std::vector<std::string> stop;      // stop strings (not included in the output)
   bool logprobs = false;
   std::vector<Backend*> backends;     // empty = host
+  // npu-sim: decode tokens through the fused plan (llm_npu_fused.h) when it is enabled(); the
+  // prompt still runs on `backends`. Null = every step on `backends`. Only step() uses it.
+  std::shared_ptr<NpuSimFusedDecode> fused_decode;
 };
 
 struct GeneratedPiece {

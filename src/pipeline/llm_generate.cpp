@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "pipeline/llm.h"
+#include "pipeline/llm_npu_fused.h"
 
 namespace xdna {
 
@@ -90,6 +91,7 @@ struct GenerationStepper::Impl {
   std::function<bool(const GeneratedPiece&)> on_piece;
   int64_t limit = 0;  // generated tokens stop here (max_tokens or the context end)
   std::optional<DecoderState> state;
+  std::unique_ptr<NpuSimFusedDecode::Sequence> fused;  // the fused decode's KV (request.fused_decode)
   bool released = false, done = false;
   Sampler sampler;
   TextStream stream;
@@ -144,11 +146,19 @@ DecoderState& GenerationStepper::state() {
 
 void GenerationStepper::release_state() {
   impl_->state.reset();
+  impl_->fused.reset();
   impl_->released = true;
 }
 
 bool GenerationStepper::step() {
-  const Impl& g = *impl_;
+  Impl& g = *impl_;
+  if (g.request.fused_decode && g.request.fused_decode->enabled() && !g.result.tokens.empty()) {
+    // A decode token through npu-sim's fused plan; its cache starts from the prefill's K/V.
+    if (!g.fused) g.fused = g.request.fused_decode->begin(state());
+    RunReport report;
+    const std::vector<float> logits = g.request.fused_decode->decode(*g.fused, g.input.at(0), report);
+    return advance(logits, report);
+  }
   const DecoderStep s = g.model.decoder().forward(g.input, state(), /*all_logits=*/false, g.request.backends);
   const int64_t rows = s.logits.dim(0), width = s.logits.dim(1);  // the last row: the next token
   return advance(std::span<const float>(s.logits.data<float>() + (rows - 1) * width, static_cast<size_t>(width)),

@@ -1,0 +1,234 @@
+#include "pipeline/llm_npu_fused.h"
+
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "npu/planner.h"
+#include "pipeline/llm.h"
+
+namespace xdna {
+
+namespace {
+
+// Checkpoint names as the decoder resolves them: bare, or under Gemma 3's "language_model.".
+std::string resolve(const WeightSource& w, const std::string& name) {
+  for (const char* prefix : {"", "language_model."})
+    if (w.contains(prefix + name)) return prefix + name;
+  return "";
+}
+
+// RoPE frequencies of the global layers, the same f32 computation as the host decoder's
+// (decoder.cpp, rope_frequencies): theta^(-2i/D), then llama3 or linear scaling, then GGUF's
+// per-pair divisors.
+std::vector<float> rope_inv_freq(const DecoderSpec& s, const WeightSource& w) {
+  const int64_t half = s.head_dim / 2;
+  std::vector<float> inv(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) inv[i] = 1.0f / std::pow(s.rope_theta, float(2 * i) / float(s.head_dim));
+  if (s.rope_scale_factor > 0.0f) {
+    const float factor = s.rope_scale_factor, lo = s.rope_low_freq_factor, hi = s.rope_high_freq_factor;
+    const float old_len = static_cast<float>(s.rope_original_max_positions);
+    const float low_wavelen = old_len / lo, high_wavelen = old_len / hi;
+    for (int64_t i = 0; i < half; ++i) {
+      const float wavelen = 2.0f * static_cast<float>(M_PI) / inv[i];
+      if (wavelen > low_wavelen) {
+        inv[i] = inv[i] / factor;
+      } else if (wavelen >= high_wavelen) {
+        const float smooth = (old_len / wavelen - lo) / (hi - lo);
+        inv[i] = (1.0f - smooth) * inv[i] / factor + smooth * inv[i];
+      }
+    }
+  }
+  if (s.rope_linear_factor != 1.0f)
+    for (float& f : inv) f /= s.rope_linear_factor;
+  if (!s.names.rope_freqs.empty()) {
+    const std::string n = resolve(w, s.names.rope_freqs);
+    if (!n.empty()) {
+      const std::vector<float> d = w.get(n).to_vector();
+      for (int64_t i = 0; i < half; ++i) inv[i] /= d[i];
+    }
+  }
+  return inv;
+}
+
+void add_reason(std::string& all, const std::string& why) { all += (all.empty() ? "" : "; ") + why; }
+
+// What the decode_layer design does not compute, from the spec alone.
+std::string spec_refusal(const DecoderSpec& s) {
+  std::string why;
+  if (s.sliding_window > 0)
+    add_reason(why, "sliding-window layers (window " + std::to_string(s.sliding_window) +
+                        "): npu-sim's decode_layer executes full attention only");
+  if (s.sandwich_norms)
+    add_reason(why, "sandwich norms (post-attention and post-MLP RMSNorm) are not part of the decode_layer design");
+  if (s.final_softcap > 0.0f) add_reason(why, "logit soft-capping is not part of the lm_head design");
+  if (s.attn_bias) add_reason(why, "q/k/v biases are not part of the decode_layer design");
+  if (s.act != Activation::Silu && s.act != Activation::GeluTanh)
+    add_reason(why, "the MLP activation is neither SiLU nor tanh GELU");
+  return why;
+}
+
+}  // namespace
+
+std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageModel& lm) {
+  std::shared_ptr<NpuSimFusedDecode> f(new NpuSimFusedDecode());
+  const DecoderSpec& s = lm.decoder().spec();
+  const WeightSource& w = lm.decoder().weights();
+  std::string why = spec_refusal(s);
+
+  // The plan npu-sim would run: every layer must be one bf16 decode_layer at this context.
+  npu::DecoderPlanInput in;
+  in.name = lm.name();
+  in.family = s.family;
+  in.layers = s.layers;
+  in.vocab = s.vocab_size;
+  in.shape = {s.hidden, s.heads, s.kv_heads, s.head_dim, s.intermediate, 1, s.qk_norm, s.act != Activation::Silu};
+  in.layer_is_local = s.layer_is_local;
+  in.sliding_window = s.sliding_window;
+  npu::DecoderPlanOptions opts;
+  opts.weights = DType::BF16;  // the only fused designs npu-sim executes (int8 / bfp16 are priced only)
+  opts.context = lm.context_length();
+  try {
+    const npu::DecoderPlan plan = npu::plan_decoder(in, opts);
+    for (const npu::DecoderLayerPlan& l : plan.layers)
+      if (!l.fused) {
+        add_reason(why, "layer " + std::to_string(l.layer) + " is not one decode_layer design: " + l.note);
+        break;
+      }
+  } catch (const std::invalid_argument& e) {
+    add_reason(why, std::string("no decode plan: ") + e.what());
+  }
+
+  // Every weight the designs read, in a dtype that rounds to bf16 (quantized files would run at
+  // another precision than the file holds: their int8 / bfp16 designs are priced, not executed).
+  npu::SimDecoderModel& m = f->model_;
+  int quantized = 0, missing = 0;
+  const auto get = [&](const std::string& pattern, int64_t layer, std::vector<float>& out) {
+    const std::string name = resolve(w, layer < 0 ? pattern : layer_name(pattern, layer));
+    if (name.empty()) {  // e.g. q/k/v stored stacked: the first missing one is named
+      if (missing++ == 0)
+        add_reason(why, "no weight " + (layer < 0 ? pattern : layer_name(pattern, layer)) + " in the checkpoint");
+      return;
+    }
+    const TensorInfo& info = w.info(name);
+    const std::optional<DType> t = info.dtype;
+    if (!t || (*t != DType::F32 && *t != DType::F16 && *t != DType::BF16)) {
+      if (quantized++ == 0)  // the first one names the case; the rest would repeat it
+        add_reason(why, name + " is " + info.file_dtype +
+                          ": npu-sim executes bf16 designs only (int8 and bfp16 designs are priced, not executed)");
+      return;
+    }
+    if (why.empty()) out = w.get(name).to_vector();
+  };
+  const DecoderWeightNames& n = s.names;
+  get(n.token_embd, -1, m.embed);
+  for (int64_t i = 0; i < s.layers; ++i) {
+    npu::SimLayerWeights lw;
+    get(n.attn_norm, i, lw.attn_norm);
+    get(n.q, i, lw.q), get(n.k, i, lw.k), get(n.v, i, lw.v), get(n.o, i, lw.o);
+    if (s.qk_norm) get(n.q_norm, i, lw.q_norm), get(n.k_norm, i, lw.k_norm);
+    get(n.ffn_norm, i, lw.ffn_norm);
+    get(n.gate, i, lw.gate), get(n.up, i, lw.up), get(n.down, i, lw.down);
+    m.layers.push_back(std::move(lw));
+  }
+  get(n.final_norm, -1, m.final_norm);
+  const bool tied = s.tied_embeddings || n.output.empty() || resolve(w, n.output).empty();
+  if (!tied) get(n.output, -1, m.head);
+  if (!why.empty()) {
+    f->refusal_ = why;
+    f->model_ = {};
+    return f;
+  }
+  if (tied) m.head = m.embed;
+  m.shape = in.shape;
+  m.kernel.eps = s.norm_eps;
+  m.kernel.rms_offset = s.rms_offset;
+  m.kernel.attn_scale = s.attn_scale;
+  m.kernel.rope_interleaved = s.rope_layout == 0;
+  m.vocab = s.vocab_size;
+  m.embed_scale = s.embed_scale;
+  m.inv_freq = rope_inv_freq(s, w);
+  m.columns = opts.columns;
+  f->invocations_per_token_ = s.layers + 1;
+  return f;
+}
+
+std::unique_ptr<NpuSimFusedDecode::Sequence> NpuSimFusedDecode::begin(const DecoderState& host) const {
+  if (!enabled()) throw std::logic_error("npu-sim fused decode is off for this model: " + refusal_);
+  auto seq = std::make_unique<Sequence>(Sequence{npu::SimDecoderState(model_, host.context_length())});
+  const int64_t len = host.position, kvh = model_.shape.kv_heads, D = model_.shape.head_dim;
+  const int64_t max_len = host.context_length();
+  for (size_t l = 0; l < seq->state.kv.size(); ++l) {
+    npu::SimKvCache& kv = seq->state.kv[l];
+    // Host [max_len][kv_head][D] f32 -> design [kv_head][max_len][D] bf16.
+    const float* hk = host.cache.key_storage(int64_t(l)).data<float>();
+    const float* hv = host.cache.value_storage(int64_t(l)).data<float>();
+    for (int64_t p = 0; p < len; ++p)
+      for (int64_t h = 0; h < kvh; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          const size_t from = size_t((p * kvh + h) * D + d), to = size_t((h * max_len + p) * D + d);
+          kv.k[to] = aie::to_bf16(hk[from], npu::kSimRounding);
+          kv.v[to] = aie::to_bf16(hv[from], npu::kSimRounding);
+        }
+    kv.length = len;
+  }
+  seq->state.position = len;
+  return seq;
+}
+
+std::vector<float> NpuSimFusedDecode::decode(Sequence& seq, int32_t id, RunReport& report) {
+  npu::SimTokenResult r = npu::fused_decode_token(model_, id, seq.state);
+  report.ops.insert(report.ops.end(), r.report.ops.begin(), r.report.ops.end());
+  ++stats_.tokens;
+  stats_.dispatches += r.cost.run.dispatches;
+  stats_.configures += r.cost.run.configures;
+  stats_.xclbin_switches += r.cost.run.xclbin_switches;
+  stats_.ddr_bytes += r.cost.run.ddr_bytes;
+  stats_.modelled_s += r.cost.run.total_s;
+  for (const auto& [name, count] : r.cost.designs) stats_.designs[name] += count;
+  return std::move(r.logits);
+}
+
+std::string NpuSimFusedDecode::placement_text() const {
+  if (!enabled()) return "npu-sim: decode ran op by op, not fused: " + refusal_ + "\n";
+  if (stats_.tokens == 0)
+    return "npu-sim: decode fused: 1 dispatch per token (" + std::to_string(invocations_per_token_ - 1) +
+           " decode_layer + 1 lm_head invocations, bf16); no decode token has run yet\n";
+  const double t = double(stats_.tokens);
+  const double per_token = double(stats_.dispatches) / t;
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "npu-sim: decode ran fused: %g dispatch%s per token (%lld decode_layer + 1 lm_head "
+                "invocations, bf16), %lld tokens; %.1f configures and %.2f MB DDR per token; "
+                "%.3f ms per token [npu-sim (modelled)]\n",
+                per_token, per_token == 1 ? "" : "es", static_cast<long long>(invocations_per_token_ - 1),
+                static_cast<long long>(stats_.tokens), double(stats_.configures) / t, double(stats_.ddr_bytes) / t / 1e6,
+                1e3 * stats_.modelled_s / t);
+  return "npu-sim: the prompt ran op by op (prefill: the dispatches and modelled cost above); its K/V was "
+         "rounded to bf16 into the fused plan's cache\n" +
+         std::string(line);
+}
+
+nlohmann::json NpuSimFusedDecode::placement_json() const {
+  nlohmann::json j = {{"fused", enabled()}};
+  if (!enabled()) {
+    j["reason"] = refusal_;
+    return j;
+  }
+  const double t = stats_.tokens ? double(stats_.tokens) : 1.0;
+  j["label"] = std::string(npu::kModelledLabel);
+  j["tokens"] = stats_.tokens;
+  j["invocations_per_token"] = invocations_per_token_;
+  j["dispatches_per_token"] = double(stats_.dispatches) / t;
+  j["configures_per_token"] = double(stats_.configures) / t;
+  j["ddr_bytes_per_token"] = double(stats_.ddr_bytes) / t;
+  j["modelled_ms_per_token"] = 1e3 * stats_.modelled_s / t;
+  j["designs"] = stats_.designs;
+  j["prefill"] = "op by op; K/V rounded to bf16 into the fused cache";
+  return j;
+}
+
+}  // namespace xdna

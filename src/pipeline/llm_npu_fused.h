@@ -1,0 +1,73 @@
+// `--device npu-sim` decode through the fused plan: each decode token of a generation runs as the
+// planner plans it (npu/sim_exec_decoder.h, fused_decode_token): the embedding row gather on the
+// host, one decode_layer invocation per layer, the final norm and LM head one lm_head invocation,
+// all in one dispatch. The prompt (prefill) still runs op by op on npu-sim; its K/V, which the
+// host KV cache holds in f32 [pos][kv_head][dim], is then rounded to bf16 and laid out as the
+// fused design reads it (SimKvCache: [kv_head][pos][dim]).
+//
+// Only models whose every layer is a bf16 decode_layer npu-sim executes take this path; for any
+// other model prepare() says why (refusal()) and generation runs op by op as before. Callers
+// print placement_text(), so the choice is never silent.
+//
+//   auto fused = NpuSimFusedDecode::prepare(*lm);
+//   req.fused_decode = fused;                 // GenerateRequest; ignored when !fused->enabled()
+//   generate(*lm, req);
+//   fputs(fused->placement_text().c_str(), stderr);
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/graph.h"
+#include "npu/sim_exec_decoder.h"
+
+namespace xdna {
+
+class LanguageModel;
+struct DecoderState;
+
+class NpuSimFusedDecode {
+ public:
+  // The fused plan's model for `lm` at its context length (weights copied as f32; the packing
+  // rounds them to bf16), or an object whose refusal() says why npu-sim cannot run it fused.
+  static std::shared_ptr<NpuSimFusedDecode> prepare(const LanguageModel& lm);
+
+  bool enabled() const { return refusal_.empty(); }
+  // Why decode runs op by op (empty when fused): every reason found, joined by "; ".
+  const std::string& refusal() const { return refusal_; }
+
+  // One generation's fused state: the bf16 KV cache of every layer, in the design's layout.
+  struct Sequence {
+    npu::SimDecoderState state;
+  };
+  // Starts the fused decode after the prefill: the K/V of the host cache's `host.position`
+  // positions, rounded to bf16 nearest-even. Throws std::logic_error when !enabled().
+  std::unique_ptr<Sequence> begin(const DecoderState& host) const;
+  // Decodes token `id` at seq's position; returns its logits [vocab] and appends the token's ops
+  // (npu-sim (modelled), the embedding on the host) to `report`.
+  std::vector<float> decode(Sequence& seq, int32_t id, RunReport& report);
+
+  // Totals over every decode() so far. Times are the cost model's (modelled), not measured.
+  struct Stats {
+    int64_t tokens = 0, dispatches = 0, configures = 0, xclbin_switches = 0, ddr_bytes = 0;
+    double modelled_s = 0;               // cost model total
+    std::map<std::string, int> designs;  // design name -> invocations
+  };
+  const Stats& stats() const { return stats_; }
+  // "npu-sim: decode fused: 1 dispatches per token (...)" or "npu-sim: decode op by op: WHY".
+  std::string placement_text() const;
+  nlohmann::json placement_json() const;
+
+ private:
+  NpuSimFusedDecode() = default;
+  std::string refusal_;
+  npu::SimDecoderModel model_;
+  int64_t invocations_per_token_ = 0;  // decode_layer per layer + lm_head
+  Stats stats_;
+};
+
+}  // namespace xdna

@@ -1,0 +1,138 @@
+// generate() with --device npu-sim's fused decode (pipeline/llm_npu_fused.h) on the tiny decoder
+// fixtures (tests/fixtures/decoders: Qwen3- and Llama-3-shaped GGUFs, random f32
+// weights): the prompt runs op by op on npu-sim, every decode token through the fused plan (one
+// dispatch: a decode_layer per layer + the lm_head). Prompt of 4 tokens, 8 greedy tokens: the
+// same tokens as the host. Gemma 3 (sliding windows, sandwich norms) is refused with its reasons
+// and runs op by op.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "host/host_backend.h"
+#include "npu/sim_backend.h"
+#include "pipeline/llm.h"
+#include "pipeline/llm_npu_fused.h"
+
+using namespace xdna;
+
+namespace {
+
+const std::string kDir = std::string(XDNA_FIXTURE_DIR) + "/decoders/";
+constexpr int kNewTokens = 8;
+
+std::unique_ptr<LanguageModel> load(const std::string& name) {
+  LoadOptions o;
+  o.context_length = 32;
+  return LanguageModel::load(kDir + name + "/model.gguf", o);
+}
+
+GenerateRequest greedy_request() {
+  GenerateRequest r;
+  r.prompt = {1, 17, 42, 99};
+  r.sampling.temperature = 0.0f;
+  r.max_tokens = kNewTokens;
+  r.logprobs = true;  // the chosen tokens' log-probs: how close the fused logits are
+  return r;
+}
+
+int count_ops(const RunReport& report, const std::string& part) {
+  int n = 0;
+  for (const OpRecord& op : report.ops) n += op.node.find(part) != std::string::npos;
+  return n;
+}
+
+}  // namespace
+
+class LlmNpuSimFused : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LlmNpuSimFused, GreedyTokensMatchHostAndReportSaysFused) {
+  const auto lm = load(GetParam());
+  const int64_t layers = lm->decoder().spec().layers;
+  const GenerateResult host = generate(*lm, greedy_request());
+
+  npu::NpuSimBackend sim;
+  HostBackend host_backend;
+  GenerateRequest req = greedy_request();
+  req.backends = {&sim, &host_backend};  // as --device npu-sim (cli/llm_options.h)
+  req.fused_decode = NpuSimFusedDecode::prepare(*lm);
+  ASSERT_TRUE(req.fused_decode->enabled()) << req.fused_decode->refusal();
+  const GenerateResult r = generate(*lm, req);
+
+  EXPECT_EQ(r.tokens, host.tokens);
+  double worst = 0;  // |log-prob on npu-sim - on the host| of the chosen tokens (bf16 through 2 layers)
+  for (size_t i = 0; i < std::min(r.logprobs.size(), host.logprobs.size()); ++i)
+    worst = std::max(worst, double(std::fabs(r.logprobs[i].logprob - host.logprobs[i].logprob)));
+  EXPECT_EQ(r.logprobs.size(), host.logprobs.size());
+  EXPECT_LE(worst, 0.05);
+  ASSERT_GE(r.tokens.size(), 2u) << "no decode token ran";
+  // The first token comes from the prefill (op by op); every later one from the fused plan.
+  const NpuSimFusedDecode::Stats& st = req.fused_decode->stats();
+  const int64_t decoded = int64_t(r.tokens.size()) - 1;
+  EXPECT_EQ(st.tokens, decoded);
+  EXPECT_EQ(st.dispatches, decoded);  // one dispatch per token
+  EXPECT_EQ(st.xclbin_switches, 0);
+  EXPECT_GT(st.modelled_s, 0.0);
+  EXPECT_EQ(count_ops(r.report, "[decode_layer"), decoded * layers * (lm->decoder().spec().qk_norm ? 14 : 13));
+  EXPECT_EQ(count_ops(r.report, "[lm_head"), decoded * 2);
+  for (const OpRecord& op : r.report.ops)
+    if (op.node.find("[decode_layer") != std::string::npos) {
+      EXPECT_EQ(op.backend, "npu-sim (modelled)") << op.node;
+    }
+
+  const std::string text = req.fused_decode->placement_text();
+  EXPECT_NE(text.find("decode ran fused: 1 dispatch per token"), std::string::npos) << text;
+  EXPECT_NE(text.find("[npu-sim (modelled)]"), std::string::npos) << text;
+  const nlohmann::json j = req.fused_decode->placement_json();
+  EXPECT_TRUE(j["fused"].get<bool>());
+  EXPECT_EQ(j["tokens"], decoded);
+  EXPECT_EQ(j["dispatches_per_token"].get<double>(), 1.0);
+  std::printf("%s: host %s, npu-sim fused %s, worst |d logprob| %.2e\n%s", GetParam(),
+              ::testing::PrintToString(host.tokens).c_str(), ::testing::PrintToString(r.tokens).c_str(), worst,
+              text.c_str());
+}
+
+// Llama 3 (llama3-scaled RoPE, GGUF's interleaved q/k layout) stands for the Llama family here;
+// the plain Llama fixture runs through the CLI test (tests/cli/test_cli_generate_npu_sim.cpp).
+INSTANTIATE_TEST_SUITE_P(Fixtures, LlmNpuSimFused, ::testing::Values("qwen3", "llama3"));
+
+// Gemma 3: sliding-window layers and sandwich norms are not in the decode_layer design, so decode
+// runs op by op on npu-sim, and the placement says why.
+TEST(LlmNpuSimFusedRefusal, GemmaRunsOpByOpWithReason) {
+  const auto lm = load("gemma3");
+  auto fused = NpuSimFusedDecode::prepare(*lm);
+  ASSERT_FALSE(fused->enabled());
+  EXPECT_NE(fused->refusal().find("sliding-window"), std::string::npos) << fused->refusal();
+  EXPECT_NE(fused->refusal().find("sandwich norms"), std::string::npos) << fused->refusal();
+  EXPECT_THROW(fused->begin(lm->decoder().new_state(8)), std::logic_error);
+
+  npu::NpuSimBackend sim;
+  HostBackend host_backend;
+  GenerateRequest req = greedy_request();
+  req.max_tokens = 2;
+  req.backends = {&sim, &host_backend};
+  req.fused_decode = fused;
+  const GenerateResult r = generate(*lm, req);
+  EXPECT_GE(r.tokens.size(), 1u);
+  EXPECT_EQ(count_ops(r.report, "[decode_layer"), 0);
+  EXPECT_EQ(fused->stats().tokens, 0);
+  EXPECT_GT(sim.dispatches(), 0u);  // op by op on npu-sim
+  const std::string text = fused->placement_text();
+  EXPECT_NE(text.find("decode ran op by op, not fused: sliding-window"), std::string::npos) << text;
+  EXPECT_FALSE(fused->placement_json()["fused"].get<bool>());
+}
+
+// A quantized checkpoint (Q5_0 / Q8_0) is not executed by npu-sim's fused designs: refused, naming
+// a tensor and its dtype.
+TEST(LlmNpuSimFusedRefusal, QuantizedWeightsAreNamed) {
+  LoadOptions o;
+  o.context_length = 16;
+  const auto lm = LanguageModel::load(kDir + "gemma3/model-q5q8.gguf", o);
+  auto fused = NpuSimFusedDecode::prepare(*lm);
+  ASSERT_FALSE(fused->enabled());
+  EXPECT_NE(fused->refusal().find("npu-sim executes bf16 designs only"), std::string::npos) << fused->refusal();
+}
