@@ -85,6 +85,39 @@ def gigaam():
             print(name, clip, repr(text[:60]))
     update("gigaam 0.1.0", data)
 
+    # A loader-level check with every parameter random (batch-norm statistics too) and a
+    # 31-tap conv module, as GigaAM v2 has: the encoder output from load_conformer(ckpt) must
+    # match gigaam's on fixed features (the tiny archives above keep default-initialised norms).
+    from omegaconf import OmegaConf
+    labels = [" "] + [chr(c) for c in range(0x430, 0x450)]  # space + the 32 lowercase Cyrillic letters
+    enc = {"_target_": "gigaam.encoder.ConformerEncoder", "feat_in": 64, "n_layers": 2, "d_model": 32,
+           "subsampling_factor": 4, "ff_expansion_factor": 4, "self_attention_model": "rotary",
+           "pos_emb_max_len": 5000, "n_heads": 4, "conv_kernel_size": 31, "flash_attn": False}
+    cfg = OmegaConf.create({
+        "model_name": "v2_ctc", "sample_rate": 16000,
+        "preprocessor": {"_target_": "gigaam.preprocess.FeatureExtractor", "sample_rate": 16000, "features": 64},
+        "encoder": enc, "head": {"_target_": "gigaam.decoder.CTCHead", "feat_in": 32, "num_classes": 34},
+        "decoding": {"_target_": "gigaam.decoding.CTCGreedyDecoding", "vocabulary": labels}})
+    torch.manual_seed(7)
+    model = GigaAMASR(cfg).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.randn_like(p) * (0.3 if p.dim() > 1 else 0.1))
+        for name, b in model.named_buffers():
+            if name.endswith("running_mean"):
+                b.copy_(torch.randn_like(b) * 0.1)
+            elif name.endswith("running_var"):
+                b.copy_(torch.rand_like(b) + 0.5)
+    out = os.path.join(os.path.dirname(OUT), "gigaam_ctc_random.ckpt")
+    torch.save({"cfg": cfg, "state_dict": model.state_dict()}, out)
+    features = torch.randn(1, 64, 203, generator=torch.Generator().manual_seed(11))
+    with torch.no_grad():
+        encoded, _ = model.encoder(features, torch.tensor([203]))
+    update("gigaam 0.1.0 random encoder", {
+        "features": features[0].reshape(-1).tolist(), "frames": 203,
+        "encoded": encoded[0].transpose(0, 1).reshape(-1).tolist(), "encoded_frames": int(encoded.shape[2])})
+    print("gigaam_ctc_random.ckpt", tuple(encoded.shape))
+
 
 if __name__ == "__main__":
     {"nemo": nemo, "gigaam": gigaam}[sys.argv[1]]()

@@ -480,6 +480,8 @@ ConformerConfig conformer_config_from_gigaam(const nlohmann::json& cfg, const st
   if (c.self_attention != "rotary" && c.self_attention != "rel_pos")
     fail(ew + ".self_attention_model", "'" + c.self_attention + "' is not supported (rotary, rel_pos)");
   c.xscaling = false;
+  // gigaam's RotaryPositionalEmbedding(d_model / n_heads, pos_emb_max_len): the max length is its base.
+  c.rotary_base = static_cast<float>(c.pos_emb_max_len);
 
   const nlohmann::json pre = cfg.value("preprocessor", nlohmann::json::object());
   c.mel.sample_rate = static_cast<int>(json_int(pre, "sample_rate", where + ".preprocessor", 16000));

@@ -5,6 +5,8 @@
 // long-audio chunking's frame bookkeeping, the options conformers refuse, and SpeechModel's routing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -95,6 +97,27 @@ TEST(ConformerTranscribe, GigaamCheckpointsMatchGigaam) {
   const std::string want = ref["gigaam_ctc.ckpt:speech16k.wav"]["text"];
   EXPECT_LE(edit_distance(ctc.text, want), 1u) << ctc.text << " vs " << want;
   EXPECT_GE(ctc.text.size(), 40u);
+}
+
+// Every parameter random (batch-norm statistics too), a 31-tap conv module as GigaAM v2 has, loaded
+// through load_conformer: the encoder output equals gigaam's on fixed features. (This is what
+// caught the loader taking 10000 as GigaAM's rotary base instead of pos_emb_max_len.)
+TEST(ConformerTranscribe, GigaamLoadedEncoderMatchesGigaam) {
+  const nlohmann::json ref = reference()["gigaam 0.1.0 random encoder"];
+  const auto model = load_conformer(std::string(XDNA_FIXTURE_DIR) + "/conformer/e2e/gigaam_ctc_random.ckpt");
+  EXPECT_EQ(model->config().rotary_base, static_cast<float>(model->config().pos_emb_max_len));
+  const int64_t frames = ref["frames"];
+  const Tensor encoded = model->encode(Tensor::from_vector({64, frames}, ref["features"].get<std::vector<float>>()));
+  const std::vector<float> want = ref["encoded"];
+  const std::vector<float> got = encoded.to_vector();
+  ASSERT_EQ(encoded.dim(0), ref["encoded_frames"].get<int64_t>());
+  ASSERT_EQ(got.size(), want.size());
+  float peak = 0, err = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    peak = std::max(peak, std::abs(want[i]));
+    err = std::max(err, std::abs(got[i] - want[i]));
+  }
+  EXPECT_LE(err, 1e-4f * peak) << "max error " << err << " of max |ref| " << peak;
 }
 
 // With context covering the whole file, every chunk encodes the whole file, so the kept frames
