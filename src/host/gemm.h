@@ -51,6 +51,8 @@ struct XRow {
   // weights, removed once per group), and 128·Σq per 4 values (the same for bfp16 mantissas).
   const float* q_xsum_group = nullptr;
   const int32_t* q_off4 = nullptr;
+  // -8·Σq per 4 values: the Q4_0 row kernel's vpdpbusd starts from it (the nibbles' -8 offset).
+  const int32_t* q_neg8sum4 = nullptr;
 };
 
 // A GEMV kernel over `count` consecutive weight rows (1 <= count <= kGemvRows), one after
@@ -114,7 +116,13 @@ struct IsaKernels {
   void (*quantize_x_s8)(const float* x, int64_t K, int8_t* q, float* scale4, float* xsum16) = nullptr;
   // The same deinterleaved for the int4 dots (q_even | q_odd, q_corr8, q_scale8; K % 32 == 0).
   void (*quantize_x_q8)(const float* x, int64_t K, int8_t* q, int32_t* corr8, float* scale8) = nullptr;
+  // Q4_0 row kernel, four rows per pass (gemm_ggml_avx512.cpp; needs AVX-512 VNNI): reads q_s8,
+  // q_scale4, q_neg8sum4. (Q8_0 keeps the one-row dot: its two interleaved far-apart streams
+  // measured faster than four adjacent rows, being bandwidth-bound rather than compute-bound.)
+  RowsKernel rows_q4_0 = nullptr;
 };
+
+void rows_q4_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
 
 // The AVX2 panel packer, shared by the AVX-512 table (every AVX-512 CPU has AVX2).
 void pack_panel_avx2(const float* const* src, int64_t nr, int64_t NR, int64_t kc, float* dst);

@@ -140,6 +140,7 @@ RowsKernel rows_kernel(const IsaKernels& kern, const WeightRows& w) {
     case DType::I8: return has_avx512_vnni() && K % 64 == 0 && w.group % 64 == 0 ? kern.rows_i8 : nullptr;
     case DType::I4: return has_avx512_vnni() && K % 128 == 0 && w.group % 128 == 0 ? kern.rows_i4 : nullptr;
     case DType::BFP16: return has_avx512_vnni() && K % 64 == 0 ? kern.rows_bfp16 : nullptr;
+    case DType::Q4_0: return has_avx512_vnni() ? kern.rows_q4_0 : nullptr;
     default: return nullptr;
   }
 }
@@ -158,6 +159,7 @@ void gemv(const float* x, int64_t m, const WeightRows& w, const float* bias, flo
   std::vector<float> deint(f32_deint ? m * K : 0);
   std::vector<int8_t> xq(q8_deint || q8_s8 ? m * K : 0);
   std::vector<int32_t> corr(q8_deint ? m * K / 8 : 0), off4(rows && w.dtype == DType::BFP16 ? m * K / 4 : 0);
+  std::vector<int32_t> neg8sum4(rows && w.dtype == DType::Q4_0 ? m * K / 4 : 0);
   std::vector<float> qscale8(q8_deint ? m * K / 8 : 0), qscale4(q8_s8 ? m * K / 4 : 0), xsum16(q8_s8 ? m * K / 16 : 0);
   std::vector<float> xsum_group(rows && groups ? m * groups : 0);
   std::vector<uint16_t> xb(bf16_x ? m * K : 0);
@@ -218,6 +220,14 @@ void gemv(const float* x, int64_t m, const WeightRows& w, const float* bias, flo
           o[j] = 128 * (q[0] + q[1] + q[2] + q[3]);
         }
         r.q_off4 = o;
+      }
+      if (rows && w.dtype == DType::Q4_0) {  // -8·Σq per 4 values: the nibbles' offset
+        int32_t* o = neg8sum4.data() + i * K / 4;
+        for (int64_t j = 0; j < K / 4; ++j) {
+          const int8_t* q = r.q_s8 + 4 * j;
+          o[j] = -8 * (q[0] + q[1] + q[2] + q[3]);
+        }
+        r.q_neg8sum4 = o;
       }
     }
   }
