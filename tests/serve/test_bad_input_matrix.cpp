@@ -175,7 +175,7 @@ std::vector<Case> matrix() {
       {"upload, temperature inf", "POST", "/v1/audio/transcriptions", kMultipart, audio({{"temperature", "inf", "", ""}}), 400, "invalid_value", "temperature must be a number"},
       {"upload, negative temperature", "POST", "/v1/audio/transcriptions", kMultipart, audio({{"temperature", "-1", "", ""}}), 400, "invalid_value", "temperature must be a number"},
       {"upload, unsupported response_format", "POST", "/v1/audio/transcriptions", kMultipart, audio({{"response_format", "tsv", "", ""}}), 400, "invalid_value", "response_format 'tsv'"},
-      {"upload, word timestamps", "POST", "/v1/audio/transcriptions", kMultipart, audio({{"timestamp_granularities[]", "word", "", ""}}), 400, "unsupported_value", "word"},
+      {"upload, word timestamps", "POST", "/v1/audio/transcriptions", kMultipart, audio({{"timestamp_granularities[]", "word", "", ""}}), 400, "invalid_value", "word needs response_format verbose_json"},
       {"upload, language on translations", "POST", "/v1/audio/translations", kMultipart, audio({{"language", "de", "", ""}}), 400, "unsupported_parameter", "language"},
       {"upload, invalid UTF-8 model", "POST", "/v1/audio/transcriptions", kMultipart, audio({}, tone_wav(800), "m\xff\xfe"), 404, "model_not_found", "does not exist"},
       {"upload, invalid UTF-8 response_format", "POST", "/v1/audio/transcriptions", kMultipart, audio({{"response_format", "j\xffson", "", ""}}), 400, "invalid_value", "response_format"},
