@@ -26,8 +26,9 @@ struct LayerWeights {
   Tensor qkv, gate_up;  // q|k|v and gate|up stacked (Loader::fused); then q, k, v / gate, up are unset
 };
 
-// RoPE frequencies of one layer kind, in f32 exactly as transformers computes them:
-// theta^(-2i/D), then llama3 or linear scaling, then GGUF's per-pair divisors.
+}  // namespace
+
+// In f32 exactly as transformers computes them.
 Tensor rope_frequencies(const DecoderSpec& s, bool local, const Tensor& divisors) {
   const int64_t half = s.head_dim / 2;
   Tensor f = Tensor::empty({half});
@@ -58,7 +59,6 @@ Tensor rope_frequencies(const DecoderSpec& s, bool local, const Tensor& divisors
   return f;
 }
 
-}  // namespace
 
 struct Decoder::Impl {
   std::string prefix;

@@ -31,6 +31,11 @@ struct DecoderStep {
   RunReport report;
 };
 
+// RoPE inverse frequencies [head_dim / 2] of the global (local = false) or local layers:
+// theta^(-2i/D), then llama3 or linear scaling, then GGUF's per-pair divisors (rope_freqs; may be
+// undefined). The decoder and npu-sim's fused decode both use it.
+Tensor rope_frequencies(const DecoderSpec& s, bool local, const Tensor& divisors);
+
 class Decoder {
  public:
   // Resolves and shape-checks every weight the spec names; throws std::runtime_error naming the

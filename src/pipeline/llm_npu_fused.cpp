@@ -25,33 +25,10 @@ std::string resolve(const WeightSource& w, const std::string& name) {
 // (decoder.cpp, rope_frequencies): theta^(-2i/D), then llama3 or linear scaling, then GGUF's
 // per-pair divisors.
 std::vector<float> rope_inv_freq(const DecoderSpec& s, const WeightSource& w) {
-  const int64_t half = s.head_dim / 2;
-  std::vector<float> inv(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) inv[i] = 1.0f / std::pow(s.rope_theta, float(2 * i) / float(s.head_dim));
-  if (s.rope_scale_factor > 0.0f) {
-    const float factor = s.rope_scale_factor, lo = s.rope_low_freq_factor, hi = s.rope_high_freq_factor;
-    const float old_len = static_cast<float>(s.rope_original_max_positions);
-    const float low_wavelen = old_len / lo, high_wavelen = old_len / hi;
-    for (int64_t i = 0; i < half; ++i) {
-      const float wavelen = 2.0f * static_cast<float>(M_PI) / inv[i];
-      if (wavelen > low_wavelen) {
-        inv[i] = inv[i] / factor;
-      } else if (wavelen >= high_wavelen) {
-        const float smooth = (old_len / wavelen - lo) / (hi - lo);
-        inv[i] = (1.0f - smooth) * inv[i] / factor + smooth * inv[i];
-      }
-    }
-  }
-  if (s.rope_linear_factor != 1.0f)
-    for (float& f : inv) f /= s.rope_linear_factor;
-  if (!s.names.rope_freqs.empty()) {
-    const std::string n = resolve(w, s.names.rope_freqs);
-    if (!n.empty()) {
-      const std::vector<float> d = w.get(n).to_vector();
-      for (int64_t i = 0; i < half; ++i) inv[i] /= d[i];
-    }
-  }
-  return inv;
+  Tensor divisors;
+  if (!s.names.rope_freqs.empty())
+    if (const std::string n = resolve(w, s.names.rope_freqs); !n.empty()) divisors = w.get(n);
+  return rope_frequencies(s, /*local=*/false, divisors).to_vector();
 }
 
 void add_reason(std::string& all, const std::string& why) { all += (all.empty() ? "" : "; ") + why; }
