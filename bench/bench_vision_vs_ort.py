@@ -104,6 +104,9 @@ def main():
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternate engine / ORT (/ --before) this many times; medians of the round medians")
+    ap.add_argument("--before", help="an older bench_vision binary timed in the same rounds")
     a = ap.parse_args()
 
     import onnxruntime as ort
@@ -124,19 +127,35 @@ def main():
         hf, onnx_path = build(name, d)
         logits_path = os.path.join(d, "engine_logits.f32")
         sess = ort_session(onnx_path, a.threads)
-        e = time_engine(a.bench, hf, pixels_path, logits_path, a.iters, a.warmup, a.threads)
-        ort_s, ref = time_ort(sess, x, a.iters, a.warmup)
+        # Alternating rounds: a load change on the shared machine hits every side alike.
+        eng, orts, befores = [], [], []
+        for _ in range(a.rounds):
+            eng.append(time_engine(a.bench, hf, pixels_path, logits_path, a.iters, a.warmup, a.threads)["median_s"])
+            ort_s, ref = time_ort(sess, x, a.iters, a.warmup)
+            orts.append(ort_s)
+            if a.before:
+                befores.append(time_engine(a.before, hf, pixels_path, logits_path + ".before", a.iters, a.warmup,
+                                           a.threads)["median_s"])
+        e = {"median_s": statistics.median(eng)}
+        ort_s = statistics.median(orts)
         del sess
         got = np.fromfile(logits_path, dtype=np.float32).reshape(ref.shape)
         rel = float(np.abs(got - ref).max() / np.abs(ref).max())
         top1 = bool(got.argmax() == ref.argmax())
         row = {"model": name, "engine_median_ms": e["median_s"] * 1e3, "ort_median_ms": ort_s * 1e3,
                "speedup_vs_ort": ort_s / e["median_s"], "max_rel_diff": rel, "top1_agrees": top1,
-               "load_1min": os.getloadavg()[0]}
+               "load_1min": os.getloadavg()[0], "engine_rounds_ms": [t * 1e3 for t in eng],
+               "ort_rounds_ms": [t * 1e3 for t in orts]}
+        if a.before:
+            row["before_median_ms"] = statistics.median(befores) * 1e3
+            row["before_rounds_ms"] = [t * 1e3 for t in befores]
         rows.append(row)
         print(f"{name:10s} {row['engine_median_ms']:10.1f} {row['ort_median_ms']:9.1f} "
               f"{row['speedup_vs_ort']:9.2f}x {rel:19.2e} {'same' if top1 else 'DIFF':>6s} {row['load_1min']:5.1f}",
               flush=True)
+        if a.before:
+            print(f"{'  before':10s} {row['before_median_ms']:10.1f} {'':9s} {ort_s * 1e3 / row['before_median_ms']:9.2f}x"
+                  f"   engine speed-up {row['before_median_ms'] / row['engine_median_ms']:.2f}x", flush=True)
     env["load_1min_end"] = os.getloadavg()[0]
     ok = all(r["max_rel_diff"] < 1e-4 and r["top1_agrees"] for r in rows)
     print(f"correctness: engine logits {'match' if ok else 'DO NOT match'} ORT's (bound 1e-4 of max |logit|, same top-1); "

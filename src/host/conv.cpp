@@ -1,6 +1,10 @@
 #include "host/conv.h"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -8,12 +12,25 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu.h"
 #include "core/parallel.h"
+#include "host/conv_kernels.h"
 #include "host/gemm.h"
-#include "host/matmul.h"
 #include "host/ops.h"
 
 namespace xdna::host {
+namespace conv_generic {
+#include "host/conv_kernels_impl.h"
+}  // namespace conv_generic
+const ConvKernels& conv_kernels_generic() { return conv_generic::kernels(); }
+
+static const ConvKernels& active_conv_kernels() {
+  switch (active_isa()) {
+    case Isa::Avx512: return conv_kernels_avx512();
+    case Isa::Avx2: return conv_kernels_avx2();
+    default: return conv_kernels_generic();
+  }
+}
 
 // Patches per GEMM call: about 640 KiB of f32, so that a thread's patches stay in its L2 cache
 // between being written and being read by the microkernel.
@@ -31,86 +48,118 @@ static Tensor packed_input(const char* op, const Tensor& x, int64_t ndim, const 
   return x.contiguous();
 }
 
-// The geometry one group's patch packing needs.
-struct PatchGeom {
-  const float* x;  // the group's first input plane
-  int64_t cin, H, W, Kh, Kw, Wo;
-  int64_t stride[2], padding[2], dilation[2];
+// The weights as the microkernel's left operand: per group, MR-row panels over all of kdim,
+// panel i of group g at (g panels_g + i) kdim MR with a[k MR + r] = w[g cout_g + i MR + r][k]
+// (zero past the group's rows). A KC slice of a panel is then the [kc][MR] block sgemm reads.
+struct PackedConvWeights {
+  int64_t mr = 0, groups = 0, cout_g = 0, kdim = 0;
+  std::unique_ptr<HeapBuffer> storage;
+  const float* panel(int64_t g, int64_t i) const {
+    const int64_t panels_g = (cout_g + mr - 1) / mr;
+    return reinterpret_cast<const float*>(storage->data()) + (g * panels_g + i) * kdim * mr;
+  }
 };
 
-// im2col written straight into the GEMM's pre-packed panel layout (gemm.h PackedWeights): the
-// output positions p0 .. p0 + n are the GEMM's "weight rows", NR per panel, panel q at
-// q kdim NR with dst[k NR + c] = patch value k of position p0 + q NR + c (zero past n).
-// The microkernel then reads the patches as written: no separate cols matrix, no repacking.
-static void pack_patches(const PatchGeom& g, int64_t p0, int64_t n, int64_t NR, float* dst) {
-  const int64_t kdim = g.cin * g.Kh * g.Kw, panels = (n + NR - 1) / NR;
-  std::vector<int64_t> ih0(NR), iw0(NR), segment;
-  for (int64_t q = 0; q < panels; ++q) {
-    float* out = dst + q * kdim * NR;
-    const int64_t nr = std::min(NR, n - q * NR), first = p0 + q * NR;
-    segment.clear();  // starts of the runs of positions on one output row, then nr
-    for (int64_t c = 0; c < nr; ++c) {
-      ih0[c] = (first + c) / g.Wo * g.stride[0] - g.padding[0];
-      iw0[c] = (first + c) % g.Wo * g.stride[1] - g.padding[1];
-      if (c == 0 || ih0[c] != ih0[c - 1]) segment.push_back(c);
-    }
-    segment.push_back(nr);
-    for (int64_t ci = 0; ci < g.cin; ++ci) {
-      const float* plane = g.x + ci * g.H * g.W;
-      for (int64_t i = 0; i < g.Kh; ++i) {
-        for (int64_t j = 0; j < g.Kw; ++j, out += NR) {
-          const int64_t di = i * g.dilation[0], dj = j * g.dilation[1];
-          std::fill(out + nr, out + NR, 0.0f);
-          if (g.stride[1] != 1) {
-            for (int64_t c = 0; c < nr; ++c) {
-              const int64_t ih = ih0[c] + di, iw = iw0[c] + dj;
-              out[c] = ih >= 0 && ih < g.H && iw >= 0 && iw < g.W ? plane[ih * g.W + iw] : 0.0f;
-            }
-            continue;
-          }
-          // Stride 1: a run of positions on one row reads a contiguous input run; the part of it
-          // outside [0, W) (or a row outside [0, H)) is the zero padding.
-          for (size_t s = 0; s + 1 < segment.size(); ++s) {
-            const int64_t c0 = segment[s], c1 = segment[s + 1];
-            const int64_t ih = ih0[c0] + di, iw = iw0[c0] + dj;  // input column of position c0
-            if (ih < 0 || ih >= g.H) {
-              std::fill(out + c0, out + c1, 0.0f);
-              continue;
-            }
-            const int64_t lo = std::clamp(c0 - iw, c0, c1), hi = std::clamp(c0 + g.W - iw, lo, c1);
-            std::fill(out + c0, out + lo, 0.0f);
-            const float* src = plane + ih * g.W + iw + (lo - c0);
-            if (hi - lo == 32) std::memcpy(out + lo, src, 32 * sizeof(float));  // a whole AVX-512 panel, inlined
-            else if (hi - lo == 16) std::memcpy(out + lo, src, 16 * sizeof(float));  // AVX2
-            else std::copy(src, src + (hi - lo), out + lo);
-            std::fill(out + hi, out + c1, 0.0f);
-          }
-        }
+static std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Tensor& w, int64_t G, int64_t MR) {
+  const Tensor wf = to_f32(w).contiguous();
+  auto p = std::make_shared<PackedConvWeights>();
+  p->mr = MR;
+  p->groups = G;
+  p->cout_g = w.dim(0) / G;
+  p->kdim = w.dim(1) * w.dim(2) * w.dim(3);
+  const int64_t panels_g = (p->cout_g + MR - 1) / MR, kdim = p->kdim, cout_g = p->cout_g;
+  p->storage = std::make_unique<HeapBuffer>(static_cast<size_t>(std::max<int64_t>(G * panels_g * kdim * MR, 1)) * sizeof(float));
+  float* dst = reinterpret_cast<float*>(p->storage->data());
+  const float* src = wf.data<float>();
+  parallel_for(G * panels_g, 1, [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t g = q / panels_g, i = q % panels_g, mr = std::min(MR, cout_g - i * MR);
+      float* out = dst + q * kdim * MR;
+      for (int64_t r = 0; r < MR; ++r) {
+        const float* row = src + (g * cout_g + i * MR + r) * kdim;
+        for (int64_t k = 0; k < kdim; ++k) out[k * MR + r] = r < mr ? row[k] : 0.0f;
       }
     }
-  }
+  });
+  return p;
 }
 
+// Packings of constant weights, keyed by where the weights live and what they are; entries hold
+// the weight buffer so that its address cannot be reused by other weights while cached.
+struct ConvWeightKey {
+  const Buffer* buffer;
+  size_t offset;
+  DType dtype;
+  int64_t cout, cin_g, kh, kw, groups, mr;
+  auto tie() const { return std::tie(buffer, offset, dtype, cout, cin_g, kh, kw, groups, mr); }
+  bool operator<(const ConvWeightKey& o) const { return tie() < o.tie(); }
+};
+struct ConvWeightCache {
+  std::mutex mu;
+  std::map<ConvWeightKey, std::pair<std::shared_ptr<Buffer>, std::shared_ptr<const PackedConvWeights>>> entries;
+  size_t bytes = 0;
+};
+static ConvWeightCache& conv_weight_cache() {
+  static ConvWeightCache c;
+  return c;
+}
+constexpr size_t kConvWeightCacheBytes = size_t{1} << 30;  // past this, constant weights are packed per call
+
+size_t conv_weight_cache_bytes() {
+  ConvWeightCache& c = conv_weight_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.bytes;
+}
+
+static std::shared_ptr<const PackedConvWeights> conv_weights(const Tensor& w, int64_t G, int64_t MR,
+                                                             bool constant) {
+  if (!constant || !w.buffer()) return pack_conv_weights(w, G, MR);
+  const ConvWeightKey key{w.buffer().get(), w.byte_offset(), w.dtype(), w.dim(0), w.dim(1),
+                          w.dim(2), w.dim(3), G, MR};
+  ConvWeightCache& c = conv_weight_cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (auto it = c.entries.find(key); it != c.entries.end()) return it->second.second;
+  }
+  auto packed = pack_conv_weights(w, G, MR);  // outside the lock: it runs threaded
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.bytes + packed->storage->size() > kConvWeightCacheBytes) return packed;
+  auto [it, inserted] = c.entries.try_emplace(key, w.buffer(), packed);
+  if (inserted) c.bytes += packed->storage->size();
+  return it->second.second;
+}
+
+// K slice depth of the conv GEMM: a KC x NR patch micro-panel (24 KiB at NR 32) stays in L1
+// while the weight panels stream past it from L2.
+constexpr int64_t kConvKC = 192;
+
 // Dense or grouped convolution as y_g[Cout_g, P] = w_g[Cout_g, Cin_g Kh Kw] · patchesᵀ: the
-// weights are the GEMM's left operand and the output positions its right one, so the result
-// lands channels-first in y with no transpose. Each thread takes whole slices of positions and
-// packs then multiplies them itself (the GEMM runs inline inside parallel_for): the patches never
-// leave its cache, where a separate im2col pass would write and re-read them through memory.
+// weights are the GEMM's left operand (packed once, see PackedConvWeights) and the output
+// positions its right one, so the result lands channels-first in y with no transpose. Each
+// thread takes whole slices of positions, packs their patches and sweeps the microkernel over
+// them itself: the patches never leave its cache. The epilogue runs on each output tile right
+// after its last K slice, while it is still in L1.
 static void conv2d_im2col(const Tensor& x, const Tensor& w, const ConvParams& p, int64_t Ho,
-                          int64_t Wo, Tensor& y) {
+                          int64_t Wo, const EpilogueRows& ep, bool constant_weights, Tensor& y) {
   const int64_t Cin = x.dim(0), H = x.dim(1), W = x.dim(2);
   const int64_t Cout = w.dim(0), Kh = w.dim(2), Kw = w.dim(3);
   const int64_t G = p.groups, cin_g = Cin / G, cout_g = Cout / G;
   const int64_t kdim = cin_g * Kh * Kw, P = Ho * Wo;
-  const Tensor wf = to_f32(w).contiguous();
-  const int64_t NR = active_kernels().nr;  // the panel width gemm() expects of `patches`
-  const int64_t budget = std::max<int64_t>(1, kPatchBudget / std::max<int64_t>(kdim * NR, 1)) * NR;
-  const int64_t chunk = std::min(budget, (P + NR - 1) / NR * NR), chunks = (P + chunk - 1) / chunk;
+  const IsaKernels& kern = active_kernels();
+  const int64_t NR = kern.nr, MR = kern.mr, MC = MR * 16;
+  const ConvKernels& ck = active_conv_kernels();
+  const auto packed = conv_weights(w, G, MR, constant_weights);
+  // Each thread takes an equal run of NR-position panels (a chunk count that does not divide
+  // evenly among the threads left one idle for up to a third of a ResNet layer) and walks it in
+  // slices of at most `budget` panels, whose patches fit its L2.
+  const int64_t budget = std::max<int64_t>(1, kPatchBudget / std::max<int64_t>(kdim * NR, 1));
+  const int64_t panels = (P + NR - 1) / NR, chunk = std::min(budget, panels) * NR;
+  float* py = y.data<float>();
   for (int64_t g = 0; g < G; ++g) {
     const PatchGeom geom{x.data<float>() + g * cin_g * H * W, cin_g, H, W, Kh, Kw, Wo,
                          {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
                          {p.dilation[0], p.dilation[1]}};
-    parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+    parallel_for(panels, 1, [&](int64_t q0, int64_t q1) {
       // Kept per thread between calls: fresh buffers cost their page faults every time.
       thread_local std::unique_ptr<HeapBuffer> scratch;
       const size_t bytes = static_cast<size_t>(chunk * kdim) * sizeof(float);
@@ -118,28 +167,35 @@ static void conv2d_im2col(const Tensor& x, const Tensor& w, const ConvParams& p,
         scratch.reset();
         scratch = std::make_unique<HeapBuffer>(bytes);
       }
-      PackedWeights patches;
-      patches.nr = static_cast<int>(NR);
-      patches.cols = kdim;
-      patches.storage = std::move(scratch);
-      struct GiveBack {  // returns the buffer to `scratch` however this scope exits
-        PackedWeights& p;
-        std::unique_ptr<HeapBuffer>& s;
-        ~GiveBack() { s = std::move(p.storage); }
-      } give_back{patches, scratch};
-      float* pp = reinterpret_cast<float*>(patches.storage->data());
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t p0 = c * chunk, n = std::min(chunk, P - p0);
-        pack_patches(geom, p0, n, NR, pp);
-        patches.rows = n;
-        WeightRows rows;  // describes the patches; gemm reads them from `patches`
-        rows.dtype = DType::F32;
-        rows.data = reinterpret_cast<const uint8_t*>(pp);
-        rows.row_bytes = kdim * int64_t{sizeof(float)};
-        rows.rows = n;
-        rows.cols = kdim;
-        gemm(wf.data<float>() + g * cout_g * kdim, kdim, rows, y.data<float>() + g * cout_g * P + p0, P,
-             cout_g, &patches);
+      float* pp = reinterpret_cast<float*>(scratch->data());
+      for (int64_t q = q0; q < q1; q += budget) {
+        const int64_t p0 = q * NR, n = std::min(std::min(q + budget, q1) * NR, P) - p0;
+        ck.pack_patches(geom, p0, n, NR, pp);
+        for (int64_t pc = 0; pc < kdim; pc += kConvKC) {
+          const int64_t kc = std::min(kConvKC, kdim - pc);
+          const bool last = pc + kc >= kdim;
+          // Blocks of MC output channels: their weight slice (MC x KC) stays in L2 while the
+          // patch panels pass; all channels at once (2048 x 192 floats) did not fit.
+          for (int64_t ic = 0; ic < cout_g; ic += MC) {
+            const int64_t ic1 = std::min(ic + MC, cout_g);
+            for (int64_t jr = 0; jr < n; jr += NR) {
+              const int64_t nr = std::min(NR, n - jr);
+              const float* bp = pp + jr * kdim + pc * NR;
+              for (int64_t ir = ic; ir < ic1; ir += MR) {
+                const int64_t mr = std::min(MR, ic1 - ir), o = g * cout_g + ir;
+                float* tile = py + o * P + p0 + jr;
+                if (last && ep.residual)  // the residual is cold (written layers ago): fetch it during the tile
+                  for (int64_t r = 0; r < mr; ++r) {
+                    __builtin_prefetch(ep.residual + (o + r) * P + p0 + jr);
+                    __builtin_prefetch(ep.residual + (o + r) * P + p0 + jr + nr - 1);
+                  }
+                kern.sgemm(kc, packed->panel(g, ir / MR) + pc * MR, bp, tile, P, mr, nr, pc > 0);
+                if (last)
+                  ck.epilogue(ep, py, o, mr, p0 + jr, nr);
+              }
+            }
+          }
+        }
       }
     });
   }
@@ -147,10 +203,11 @@ static void conv2d_im2col(const Tensor& x, const Tensor& w, const ConvParams& p,
 
 // Depthwise: output channel o reads only input channel o / (Cout / Cin).
 static void conv2d_depthwise(const Tensor& x, const Tensor& w, const ConvParams& p, int64_t Ho,
-                             int64_t Wo, Tensor& y) {
+                             int64_t Wo, const EpilogueRows& ep, Tensor& y) {
   const int64_t Cin = x.dim(0), H = x.dim(1), W = x.dim(2);
   const int64_t Cout = w.dim(0), Kh = w.dim(2), Kw = w.dim(3), mult = Cout / Cin;
   const Tensor wf = to_f32(w);
+  const ConvKernels& ck = active_conv_kernels();
   const float* px = x.data<float>();
   const float* pw = wf.data<float>();
   float* py = y.data<float>();
@@ -176,6 +233,7 @@ static void conv2d_depthwise(const Tensor& x, const Tensor& w, const ConvParams&
           for (int64_t ow = ow0; ow < ow1; ++ow) out[ow] += in[ow * s + off] * kv;
         }
       }
+      ck.epilogue(ep, py, o, 1, oh * Wo, Wo);
     }
   });
 }
@@ -186,7 +244,8 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const ConvPa
   return y;
 }
 
-void conv2d_into(const Tensor& x_in, const Tensor& w, const Tensor* bias, const ConvParams& p, Tensor& y) {
+void conv2d_into(const Tensor& x_in, const Tensor& w, const Tensor* bias, const ConvParams& p, Tensor& y,
+                 const ConvEpilogue& e) {
   const Tensor x = packed_input("conv2d", x_in, 3, "[Cin, H, W]");
   if (!w.defined() || w.ndim() != 4) bad("conv2d", "expects w [Cout, Cin/groups, Kh, Kw]");
   const int64_t Cin = x.dim(0), H = x.dim(1), W = x.dim(2);
@@ -208,28 +267,29 @@ void conv2d_into(const Tensor& x_in, const Tensor& w, const Tensor* bias, const 
     if (!bias->defined() || bias->numel() != Cout || bias->ndim() != 1)
       bad("conv2d", "bias " + (bias->defined() ? shape_str(bias->shape()) : "undefined") +
                         " must be [" + std::to_string(Cout) + "]");
-    b = to_f32(*bias);
+    b = to_f32(*bias).contiguous();
+  }
+  if (std::isnan(e.lo) || std::isnan(e.hi) || e.lo > e.hi || !std::isfinite(e.res_scale))
+    bad("conv2d", "epilogue clamp needs lo <= hi and a finite res_scale");
+  Tensor r;
+  if (e.residual) {
+    const Shape want{Cout, Ho, Wo};
+    if (!e.residual->defined() || e.residual->dtype() != DType::F32 || e.residual->shape() != want)
+      bad("conv2d", "residual " + (e.residual->defined() ? shape_str(e.residual->shape()) : "undefined") +
+                        " must be f32 " + shape_str(want));
+    r = e.residual->contiguous();
   }
   const bool reuse = y.defined() && y.dtype() == DType::F32 && y.is_contiguous() &&
-                     y.numel() == Cout * Ho * Wo && y.buffer() != x.buffer();
+                     y.numel() == Cout * Ho * Wo && y.buffer() != x.buffer() &&
+                     (!r.defined() || y.buffer() != r.buffer());
   y = reuse ? y.reshape({Cout, Ho, Wo}) : Tensor::empty({Cout, Ho, Wo});
   if (y.numel() == 0) return;
+  const EpilogueRows ep{b.defined() ? b.data<float>() : nullptr, r.defined() ? r.data<float>() : nullptr,
+                        e.res_scale, e.lo, e.hi, Ho * Wo};
   if (G > 1 && G == Cin)
-    conv2d_depthwise(x, w, p, Ho, Wo, y);
+    conv2d_depthwise(x, w, p, Ho, Wo, ep, y);
   else
-    conv2d_im2col(x, w, p, Ho, Wo, y);
-  if (b.defined()) {
-    const int64_t P = Ho * Wo;
-    float* py = y.data<float>();
-    const float* pb = b.data<float>();
-    parallel_for(Cout, std::max<int64_t>(1, (1 << 14) / P), [&](int64_t o0, int64_t o1) {
-      for (int64_t o = o0; o < o1; ++o) {
-        float* row = py + o * P;
-        const float bo = pb[o];
-        for (int64_t i = 0; i < P; ++i) row[i] += bo;
-      }
-    });
-  }
+    conv2d_im2col(x, w, p, Ho, Wo, ep, e.constant_weights, y);
 }
 
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride,

@@ -126,18 +126,18 @@ void activate_inplace(Tensor& t, UpActivation a, float alpha, float cap) {
 
 // TF "same" padding with stride 1: total (k - 1) d, the extra pixel of an even total at the end.
 // The result goes into `y` when it is a spare buffer of the right size (conv2d_into).
-void run_conv(const UpLayer& u, const Tensor& x, Tensor& y) {
+void run_conv(const UpLayer& u, const Tensor& x, Tensor& y, const host::ConvEpilogue& e) {
   host::ConvParams p;
   p.dilation[0] = u.dilation[0];
   p.dilation[1] = u.dilation[1];
   p.groups = u.groups;
   const Tensor* bias = u.bias.defined() ? &u.bias : nullptr;
-  if (!u.same_padding) return host::conv2d_into(x, u.weight, bias, p, y);
+  if (!u.same_padding) return host::conv2d_into(x, u.weight, bias, p, y, e);
   const int64_t th = int64_t{u.kernel[0] - 1} * u.dilation[0], tw = int64_t{u.kernel[1] - 1} * u.dilation[1];
   if (th % 2 == 0 && tw % 2 == 0) {
     p.padding[0] = th / 2;
     p.padding[1] = tw / 2;
-    return host::conv2d_into(x, u.weight, bias, p, y);
+    return host::conv2d_into(x, u.weight, bias, p, y, e);
   }
   // Asymmetric: pad explicitly (before = total / 2) and convolve without padding.
   const int64_t C = x.dim(0), H = x.dim(1), W = x.dim(2), top = th / 2, left = tw / 2;
@@ -147,7 +147,7 @@ void run_conv(const UpLayer& u, const Tensor& x, Tensor& y) {
   for (int64_t c = 0; c < C; ++c)
     for (int64_t r = 0; r < H; ++r)
       std::copy(s + (c * H + r) * W, s + (c * H + r + 1) * W, d + (c * (H + th) + r + top) * (W + tw) + left);
-  host::conv2d_into(padded, u.weight, bias, p, y);
+  host::conv2d_into(padded, u.weight, bias, p, y, e);
 }
 
 Tensor upsample_nearest(const Tensor& x, int r) {
@@ -508,18 +508,50 @@ Tensor run_upscaler(const UpscalerNet& net, const Tensor& x) {
       }
     return Tensor();
   };
+  // Layers whose work a conv's epilogue already did (its Rescale and residual Add): they pass
+  // their first input through.
+  std::vector<bool> absorbed(net.layers.size(), false);
   for (size_t li = 0; li < net.layers.size(); ++li) {
     const UpLayer& u = net.layers[li];
     Tensor y;
-    switch (u.kind) {
+    if (absorbed[li]) y = v[u.inputs[0]];
+    else switch (u.kind) {
       case UpLayerKind::Input: y = x.clone(); break;  // never alias the caller's tensor
       case UpLayerKind::Conv: {
         const Tensor& in = v[u.inputs[0]];
         const int64_t grow_h = u.same_padding ? 0 : int64_t{u.kernel[0] - 1} * u.dilation[0];
         const int64_t grow_w = u.same_padding ? 0 : int64_t{u.kernel[1] - 1} * u.dilation[1];
         y = take_spare(int64_t{u.channels} * (in.dim(1) - grow_h) * (in.dim(2) - grow_w));
-        run_conv(u, in, y);
-        activate_inplace(y, u.act, u.alpha, u.max_value);
+        host::ConvEpilogue e;
+        e.constant_weights = true;  // loaded once, never rewritten
+        bool act_done = false;
+        if (u.act == UpActivation::Relu || u.act == UpActivation::Relu6) {  // a clamp: fused
+          e.lo = 0.0f;
+          if (u.act == UpActivation::Relu6) e.hi = 6.0f;
+          else if (u.max_value > 0) e.hi = u.max_value;
+          act_done = true;
+        }
+        // conv -> [Rescale s] -> Add(conv, other) (EDSR's residual blocks) as one epilogue
+        // s (conv + bias) + other, when the conv's output has no other reader.
+        size_t next = li + 1;
+        if (u.act == UpActivation::Linear && readers[li] == 1 && next < net.layers.size() &&
+            net.layers[next].kind == UpLayerKind::Rescale && net.layers[next].inputs[0] == int(li) &&
+            net.layers[next].offset == 0.0f && readers[next] == 1) {
+          e.res_scale = net.layers[next].scale;
+          ++next;
+        }
+        if (u.act == UpActivation::Linear && next < net.layers.size() && net.layers[next].kind == UpLayerKind::Add &&
+            net.layers[next].inputs.size() == 2 && net.layers[next].inputs[0] == int(next - 1) &&
+            (next == li + 1 ? readers[li] == 1 : true)) {
+          const Tensor& other = v[net.layers[next].inputs[1]];
+          if (other.defined()) {
+            e.residual = &other;
+            for (size_t k = li + 1; k <= next; ++k) absorbed[k] = true;
+          }
+        }
+        if (!e.residual) e.res_scale = 1.0f;  // the Rescale then runs as its own layer
+        run_conv(u, in, y, e);
+        if (!act_done) activate_inplace(y, u.act, u.alpha, u.max_value);
         break;
       }
       case UpLayerKind::Act:

@@ -1,10 +1,12 @@
 // conv2d's im2col-into-GEMM-panels path against a direct loop: every padding/stride/dilation/group
 // combination, positions that do and do not fill a panel, both GEMM instruction sets, and the
-// buffer reuse of conv2d_into.
+// buffer reuse of conv2d_into, the fused epilogue (bias, residual, clamp) and the packed-weight cache.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <stdexcept>
 
 #include "core/cpu.h"
 #include "host/conv.h"
@@ -119,4 +121,129 @@ TEST(Conv, IntoReusesAMatchingBufferOnly) {
   Tensor same = x;  // x's own buffer is never the output
   conv2d_into(x, random_tensor({4, 4, 1, 1}, 9), nullptr, ConvParams{}, same);
   EXPECT_NE(same.data<float>(), x.data<float>());
+}
+
+namespace {
+
+// conv2d_into with an epilogue against conv2d followed by the same arithmetic done separately.
+void expect_epilogue_matches(const Case& c, uint32_t seed, bool constant) {
+  SCOPED_TRACE(::testing::Message() << "cin " << c.cin << " cout " << c.cout << " k " << c.kh << " g " << c.groups);
+  const Tensor x = random_tensor({c.cin, c.h, c.w}, seed);
+  const Tensor w = random_tensor({c.cout, c.cin / c.groups, c.kh, c.kw}, seed + 1);
+  const Tensor b = random_tensor({c.cout}, seed + 2);
+  ConvParams p;
+  p.stride[0] = p.stride[1] = c.stride;
+  p.padding[0] = p.padding[1] = c.pad;
+  p.dilation[0] = p.dilation[1] = c.dil;
+  p.groups = c.groups;
+  const Tensor plain = conv2d(x, w, &b, p);
+  const Tensor res = random_tensor(plain.shape(), seed + 3);
+  ConvEpilogue e;
+  e.lo = 0.0f;
+  e.hi = 0.75f;
+  e.residual = &res;
+  e.res_scale = 0.5f;
+  e.constant_weights = constant;
+  Tensor got;
+  conv2d_into(x, w, &b, p, got, e);
+  ASSERT_EQ(got.shape(), plain.shape());
+  int clamped_low = 0, clamped_high = 0;
+  for (int64_t i = 0; i < plain.numel(); ++i) {
+    const float want = std::min(std::max(0.5f * plain.data<float>()[i] + res.data<float>()[i], 0.0f), 0.75f);
+    ASSERT_NEAR(got.data<float>()[i], want, 1e-6f) << "element " << i;
+    clamped_low += want == 0.0f;
+    clamped_high += want == 0.75f;
+  }
+  EXPECT_GT(clamped_low, 0);  // both ends of the clamp were exercised
+  EXPECT_GT(clamped_high, 0);
+  // ReLU alone, no residual: exactly max(conv + bias, 0).
+  ConvEpilogue relu;
+  relu.lo = 0.0f;
+  relu.constant_weights = constant;
+  conv2d_into(x, w, &b, p, got, relu);
+  for (int64_t i = 0; i < plain.numel(); ++i)
+    ASSERT_EQ(got.data<float>()[i], std::max(plain.data<float>()[i], 0.0f)) << "element " << i;
+}
+
+const Case kEpilogueCases[] = {
+    {3, 64, 37, 41, 3, 3, 1, 1, 1, 1},    // SR-style
+    {40, 30, 13, 17, 1, 1, 1, 0, 1, 1},   // pointwise stride 1 (the plain-copy packing), ragged tiles
+    {16, 24, 11, 12, 1, 1, 2, 0, 1, 1},   // pointwise stride 2 (ResNet downsample)
+    {8, 12, 17, 35, 3, 3, 1, 1, 1, 4},    // grouped
+    {12, 12, 15, 16, 3, 3, 1, 1, 1, 12},  // depthwise
+};
+
+}  // namespace
+
+TEST(Conv, EpilogueFusesBiasResidualAndClamp) {
+  uint32_t seed = 900;
+  for (const Case& c : kEpilogueCases) expect_epilogue_matches(c, seed += 10, false);
+}
+
+TEST(Conv, EpilogueFusesBiasResidualAndClampOnAvx2) {
+  if (active_isa() == Isa::Scalar) GTEST_SKIP() << "no AVX2";
+  const Isa before = active_isa();
+  force_isa(Isa::Avx2);
+  uint32_t seed = 1900;
+  for (const Case& c : kEpilogueCases) expect_epilogue_matches(c, seed += 10, true);
+  force_isa(before);
+}
+
+TEST(Conv, ConstantWeightsArePackedOnceAndKeyedByIsa) {
+  const Tensor x = random_tensor({5, 10, 12}, 71);
+  const Tensor w = random_tensor({9, 5, 3, 3}, 72);
+  ConvParams p;
+  p.padding[0] = p.padding[1] = 1;
+  const Tensor want = conv2d(x, w, nullptr, p);
+  ConvEpilogue e;
+  e.constant_weights = true;
+  const size_t before = conv_weight_cache_bytes();
+  Tensor y;
+  conv2d_into(x, w, nullptr, p, y, e);
+  const size_t after_first = conv_weight_cache_bytes();
+  EXPECT_GT(after_first, before);
+  conv2d_into(x, w, nullptr, p, y, e);  // a hit: nothing new cached
+  EXPECT_EQ(conv_weight_cache_bytes(), after_first);
+  EXPECT_EQ(y.to_vector(), want.to_vector());
+  if (active_isa() == Isa::Avx512) {  // another ISA's tile height gets its own packing
+    force_isa(Isa::Avx2);
+    const Tensor want2 = conv2d(x, w, nullptr, p);
+    conv2d_into(x, w, nullptr, p, y, e);
+    EXPECT_EQ(y.to_vector(), want2.to_vector());
+    force_isa(Isa::Avx512);
+  }
+}
+
+TEST(Conv, EpilogueRejectsBadResidualAndClamp) {
+  const Tensor x = random_tensor({4, 6, 6}, 81);
+  const Tensor w = random_tensor({3, 4, 1, 1}, 82);
+  const Tensor wrong = random_tensor({3, 6, 5}, 83);
+  ConvEpilogue e;
+  e.residual = &wrong;
+  Tensor y;
+  EXPECT_THROW(conv2d_into(x, w, nullptr, ConvParams{}, y, e), std::invalid_argument);
+  ConvEpilogue inverted;
+  inverted.lo = 1.0f;
+  inverted.hi = 0.0f;
+  EXPECT_THROW(conv2d_into(x, w, nullptr, ConvParams{}, y, inverted), std::invalid_argument);
+  // The output never shares the residual's buffer (the GEMM accumulates into y).
+  const Tensor res = random_tensor({3, 6, 6}, 84);
+  const Tensor want = conv2d(x, w, nullptr, ConvParams{});
+  ConvEpilogue add;
+  add.residual = &res;
+  Tensor aliased = res;
+  conv2d_into(x, w, nullptr, ConvParams{}, aliased, add);
+  EXPECT_NE(aliased.data<float>(), res.data<float>());
+  for (int64_t i = 0; i < want.numel(); ++i)
+    ASSERT_NEAR(aliased.data<float>()[i], want.data<float>()[i] + res.data<float>()[i], 1e-6f);
+}
+
+TEST(Conv, EpilogueAndPackingOnTheScalarPath) {
+  const Isa before = active_isa();
+  force_isa(Isa::Scalar);  // the generic build of conv_kernels_impl.h and the scalar microkernel
+  uint32_t seed = 2900;
+  for (const Case& c : kEpilogueCases) expect_epilogue_matches(c, seed += 10, true);
+  expect_matches(kCases[0], 2990);
+  expect_matches(kCases[3], 2995);
+  force_isa(before);
 }
