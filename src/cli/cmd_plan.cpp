@@ -5,12 +5,18 @@
 // For a decoder (a GGUF file, an HF checkpoint of a decoder family, or a store name holding one):
 // `npu plan MODEL [--weights int8|bfp16|bf16] [--context N] [--json]` prints the decode plan per
 // layer (fused whole-layer designs where they fit) and the modelled tok/s.
+// For a conformer ASR model (Parakeet / GigaAM: a .nemo archive, a GigaAM .ckpt, a transformers
+// Parakeet directory or a store name): `npu plan MODEL [--seconds S] [--json]` places the encoder
+// and head for S seconds of audio (per inference) and the RNN-T/TDT decode step (per token).
 #include <algorithm>
 #include <filesystem>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -20,9 +26,13 @@
 
 #include "cli/commands.h"
 #include "cli/config.h"
+#include "host/ops.h"
+#include "models/conformer.h"
 #include "models/decoder_spec.h"
+#include "models/graph_builder.h"
 #include "npu/planner.h"
 #include "pipeline/llm.h"
+#include "pipeline/speech_model.h"
 #include "weights/gguf.h"
 #include "pipeline/embed.h"
 
@@ -41,6 +51,7 @@ struct PlanCliOptions {
   std::string weights = "int8";
   int64_t context = 1024;
   bool context_given = false;
+  double seconds = 10.0;
 };
 
 namespace fs = std::filesystem;
@@ -89,6 +100,241 @@ void run_decoder_plan(const PlanCliOptions& o, const std::string& path, const De
     std::printf("%s", plan.text().c_str());
 }
 
+// ---- Conformer ASR encoders (Parakeet, GigaAM) ------------------------------------------------
+// The encoder runs as a chain of graphs (ConformerModel::lower_encoder); for the planner they are
+// joined into one graph in run order, each boundary input left as an input, so design changes
+// across a boundary count as configures. Two kinds of work are outside the graphs' op set for the
+// planner and are listed here as host work with the reason: the subsampling Conv2d nodes (the
+// planner infers no convolution shapes; npu-sim has no Conv2d placement) and the host-direct GLU +
+// depthwise conv1d + SiLU step of every layer.
+
+// Mel frames of `seconds` of audio as the model's frontend counts them (centred STFT frames).
+int64_t conformer_mel_frames(const ConformerMelConfig& m, double seconds) {
+  const int64_t samples = int64_t(std::llround(seconds * m.sample_rate));
+  int64_t frames = (m.center ? samples : samples - m.n_fft) / m.hop_length + 1;
+  if (m.center && m.drop_last_frame) --frames;
+  return frames;
+}
+
+// Host work the planner does not see as graph ops, with the reason it stays on the host.
+struct HostWork {
+  std::string node, op, reason;
+  Shape out_shape;
+};
+
+struct JoinedGraph {
+  Graph graph;
+  ValueId output = -1;            // the encoder output
+  std::vector<HostWork> host;     // conv2d nodes replaced by inputs of their output shape
+};
+
+JoinedGraph join_encoder_graphs(const ConformerEncoderGraphs& eg) {
+  JoinedGraph j;
+  npu::DesignCache cache;  // asked only for its reason to refuse a Conv2d
+  for (const Graph& g : eg.graphs) {
+    Graph& src = const_cast<Graph&>(g);
+    std::vector<ValueId> map(src.values().size(), -1);
+    std::vector<npu::ValueInfo> info(src.values().size());
+    for (size_t v = 0; v < src.values().size(); ++v) {
+      const Value& val = src.values()[v];
+      if (val.producer >= 0) continue;
+      map[v] = j.graph.input(val.name, val.tensor);
+      info[v] = npu::value_info(val.tensor);
+    }
+    for (const Node& n : g.nodes()) {
+      std::vector<npu::ValueInfo> args;
+      std::vector<ValueId> inputs;
+      for (ValueId v : n.inputs) args.push_back(info[size_t(v)]), inputs.push_back(map[size_t(v)]);
+      if (n.op == OpKind::Conv2d) {
+        // [Cin, H, W] * [Cout, Cin/g, Kh, Kw] -> [Cout, H', W'] (the output stands in as an input).
+        const Shape& x = args.at(0).shape;
+        const Shape& w = args.at(1).shape;
+        Shape out{w.at(0), 0, 0};
+        for (int a = 0; a < 2; ++a)
+          out[size_t(a + 1)] = (x.at(size_t(a + 1)) + 2 * n.attrs.padding[a] - n.attrs.kernel[a]) / n.attrs.stride[a] + 1;
+        const std::string why = cache.choose(n, args).reason;
+        j.host.push_back({n.name, std::string(op_name(n.op)), why + " (subsampling, stride " + std::to_string(n.attrs.stride[0]) +
+                                                (n.attrs.groups > 1 ? ", depthwise" : "") + ")", out});
+        map[size_t(n.output)] = j.graph.input(n.name, Tensor::empty(out));
+        info[size_t(n.output)] = {out, DType::F32, 0};
+        continue;
+      }
+      info[size_t(n.output)] = npu::infer_output(n, args);
+      map[size_t(n.output)] = j.graph.add(n.op, inputs, n.attrs, n.name);
+    }
+    j.output = map[size_t(g.outputs().back())];
+  }
+  return j;
+}
+
+// Op lines grouped by placement, op and design (or host reason), with counts, in first-seen order.
+nlohmann::json group_ops(const npu::Plan& plan, const std::vector<HostWork>& host) {
+  std::vector<std::tuple<std::string, std::string, std::string>> keys;
+  std::map<std::tuple<std::string, std::string, std::string>, int> count;
+  auto add = [&](const std::string& where, const std::string& op, const std::string& what) {
+    const auto k = std::make_tuple(where, op, what);
+    if (count[k]++ == 0) keys.push_back(k);
+  };
+  for (const npu::PlannedOp& o : plan.ops)
+    add(o.on_npu ? "npu-sim" : "host", std::string(op_name(o.op)), o.on_npu ? o.design : o.reason);
+  for (const HostWork& h : host) add("host", h.op, h.reason);
+  // NPU rows first, then host rows, each in first-seen (run) order.
+  std::stable_sort(keys.begin(), keys.end(),
+                   [](const auto& a, const auto& b) { return std::get<0>(a) == "npu-sim" && std::get<0>(b) == "host"; });
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& k : keys) {
+    const auto& [where, op, what] = k;
+    nlohmann::json r = {{"placement", where}, {"op", op}, {"count", count[k]}};
+    r[where == "host" ? "reason" : "design"] = what;
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+std::string group_text(const nlohmann::json& rows) {
+  std::string out;
+  char line[768];
+  for (const auto& r : rows) {
+    const bool npu = r["placement"] == "npu-sim";
+    std::snprintf(line, sizeof line, "  %-8s %-30s x%-5d %s%s\n", r["placement"].get<std::string>().c_str(),
+                  r["op"].get<std::string>().c_str(), r["count"].get<int>(), npu ? "" : "host: ",
+                  (npu ? r["design"] : r["reason"]).get<std::string>().c_str());
+    out += line;
+  }
+  return out;
+}
+
+Tensor matrix(const Tensor& w) { return w.ndim() == 3 ? w.contiguous().reshape({w.dim(0), w.dim(1)}) : w; }
+Tensor bias_f32(const Tensor& b) { return b.defined() ? host::to_f32(b) : b; }
+
+void run_conformer_plan(const PlanCliOptions& o, const std::string& path) {
+  // One encoder pass; npu transcribe never encodes more than a chunk (30 s + context) at once.
+  if (!(o.seconds > 0) || o.seconds > 600)
+    throw std::invalid_argument("plan: --seconds must be in (0, 600], got " + std::to_string(o.seconds));
+  const std::shared_ptr<ConformerModel> model = load_conformer(path);
+  const ConformerConfig& c = model->config();
+  const int64_t frames = conformer_mel_frames(c.mel, o.seconds);
+  if (frames < 1 || c.encoded_frames(frames) < 1)
+    throw std::invalid_argument("plan: --seconds " + std::to_string(o.seconds) + " gives " + std::to_string(frames) +
+                                " mel frames, too few for one encoder frame");
+  const ConformerEncoderGraphs eg = model->lower_encoder(frames);
+  const int64_t T = eg.encoded_frames;
+  JoinedGraph jg = join_encoder_graphs(eg);
+
+  // The glu/depthwise step between graphs: [T, 2d] -> [T, d] per layer.
+  const std::string glu_op = "glu+depthwise_conv1d+silu";
+  const std::string glu_why =
+      "no design family for depthwise conv1d or GLU (the op set has no sigmoid); runs host-direct between graphs, "
+      "batch norm folded";
+  for (const std::string& step : eg.host_steps) jg.host.push_back({step, glu_op, glu_why, {T, c.d_model}});
+
+  // Head work per inference, appended to the same graph so its design changes count too.
+  std::vector<HostWork> head_host;
+  std::unique_ptr<TransducerHead> th;
+  GraphBuilder hb;
+  hb.g = std::move(jg.graph);
+  if (c.head == "ctc") {
+    const WeightSource& w = model->weights();
+    hb.matmul(jg.output, matrix(w.get("decoder.decoder_layers.0.weight")), bias_f32(w.get("decoder.decoder_layers.0.bias")),
+              "head.ctc.linear");
+    head_host.push_back({"head.ctc.log_softmax+greedy", "log_softmax+argmax", "no design family for log-softmax or argmax; "
+                         "per-frame argmax, repeats merged and blanks dropped on the host", {T, c.vocab_size + 1}});
+  } else {
+    th = std::make_unique<TransducerHead>(load_transducer_head(c, model->weights()));
+    hb.matmul(jg.output, th->enc_w, bias_f32(th->enc_b), "head.joint.enc");  // all frames at once, before decoding
+  }
+  jg.graph = std::move(hb.g);
+  const npu::XclbinPolicy policy = o.xclbin == "single" ? npu::XclbinPolicy::Single : npu::XclbinPolicy::PerDesign;
+  const npu::Plan plan = npu::plan_graph(jg.graph, policy);
+  std::vector<HostWork> all_host = jg.host;
+  all_host.insert(all_host.end(), head_host.begin(), head_host.end());
+  const nlohmann::json groups = group_ops(plan, all_host);
+
+  // RNN-T / TDT: one decode step per emitted token, planned on its own (GEMVs, batch 1).
+  std::optional<npu::Plan> step;
+  std::vector<HostWork> step_host;
+  if (th) {
+    GraphBuilder sb;
+    const int64_t H = c.pred_hidden, J = c.joint_hidden;
+    ValueId x = sb.g.input("pred.embed_row", Tensor::empty({1, H}));
+    step_host.push_back({"pred.embed", "embedding", "one row gather per token (host writes it to the input buffer)", {1, H}});
+    for (size_t l = 0; l < th->w_ih.size(); ++l) {
+      const std::string L = "pred.lstm" + std::to_string(l);
+      const ValueId gi = sb.matmul(x, th->w_ih[l], bias_f32(th->lstm_bias[l]), L + ".ih");
+      const ValueId gh = sb.matmul(sb.g.input(L + ".h_prev", Tensor::empty({1, H})), th->w_hh[l], Tensor(), L + ".hh");
+      sb.g.add(OpKind::Add, {gi, gh}, {}, L + ".gates");
+      step_host.push_back({L + ".cell", "lstm_cell",
+                           "no design family for sigmoid or tanh (LSTM gates and cell update)", {1, H}});
+      x = sb.g.input(L + ".h", Tensor::empty({1, H}));
+    }
+    const ValueId p = sb.matmul(x, th->pred_w, bias_f32(th->pred_b), "joint.pred");
+    const ValueId s = sb.g.add(OpKind::Add, {sb.g.input("joint.enc_row", Tensor::empty({1, J})), p}, {}, "joint.sum");
+    const ValueId r = sb.g.add(OpKind::Relu, {s}, {}, "joint.relu");
+    sb.matmul(r, th->out_w, bias_f32(th->out_b), "joint.out");
+    step_host.push_back({"joint.argmax", "argmax", std::string("no design family for argmax; the host picks the token") +
+                         (c.head == "tdt" ? " and the duration" : ""), {1, 1}});
+    step = npu::plan_graph(sb.g, policy);
+  }
+
+  const std::string name = fs::path(path).filename().string();
+  const double chunk_s = 30.0;  // ConformerChunking's default kept span per encoder pass
+  const std::string chunk_note =
+      o.seconds > chunk_s ? "npu transcribe encodes audio over " + std::to_string(int(chunk_s)) +
+                                " s in overlapping chunks; this plan is one pass over all of it"
+                          : "";
+  if (o.json) {
+    nlohmann::json j;
+    j["label"] = npu::kModelledLabel;
+    j["model"] = name;
+    j["kind"] = "conformer";
+    j["family"] = c.family;
+    j["head"] = c.head;
+    j["seconds"] = o.seconds;
+    j["mel_frames"] = frames;
+    j["encoded_frames"] = T;
+    j["layers"] = c.n_layers;
+    j["d_model"] = c.d_model;
+    j["graphs"] = eg.graphs.size();
+    j["xclbin_policy"] = npu::xclbin_policy_name(policy);
+    j["npu_ops"] = plan.npu_ops();
+    j["host_ops"] = plan.host_ops() + int(all_host.size());
+    j["placement"] = groups;
+    nlohmann::json hosts = nlohmann::json::array();
+    for (const HostWork& h : all_host)
+      hosts.push_back({{"node", h.node}, {"op", h.op}, {"reason", h.reason}, {"output", h.out_shape}});
+    j["host_work"] = hosts;
+    j["ops"] = plan.to_json()["ops"];
+    j["cost"] = plan.cost.to_json();
+    if (step) {
+      nlohmann::json t = step->to_json();
+      t["placement"] = group_ops(*step, step_host);
+      t["host_ops"] = step->host_ops() + int(step_host.size());
+      t["note"] = "per emitted token: prediction network step + joint (the joint also runs on every blank step)";
+      j["per_token"] = std::move(t);
+    }
+    if (!chunk_note.empty()) j["note"] = chunk_note;
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("%s: %s conformer, %s head; %g s of audio = %lld mel frames -> %lld encoder frames (%lldx subsampling)\n"
+              "  d_model %lld, %lld layers, %lld heads, ff %lld, conv kernel %lld, %s attention, %s subsampling\n",
+              name.c_str(), c.family.c_str(), c.head.c_str(), o.seconds, (long long)frames, (long long)T,
+              (long long)c.subsampling_factor, (long long)c.d_model, (long long)c.n_layers, (long long)c.n_heads,
+              (long long)c.ff_dim, (long long)c.conv_kernel, c.self_attention.c_str(), c.subsampling.c_str());
+  std::printf("encoder + head, per inference (%zu graphs, split at each layer's host-direct convolution step):\n%s",
+              eg.graphs.size(), group_text(groups).c_str());
+  std::printf("%d ops on npu-sim, %d on host; xclbin policy: %s\n", plan.npu_ops(),
+              plan.host_ops() + int(all_host.size()), npu::xclbin_policy_name(policy));
+  std::printf("per inference %s", plan.cost.text().c_str());
+  std::printf("(host work is not timed here: all figures are the modelled NPU part only)\n");
+  if (step) {
+    std::printf("%s head, per emitted token (prediction network step + joint; the joint also runs on every blank step):\n%s",
+                c.head.c_str(), group_text(group_ops(*step, step_host)).c_str());
+    std::printf("per token %s", step->cost.text().c_str());
+  }
+  if (!chunk_note.empty()) std::printf("note: %s\n", chunk_note.c_str());
+}
+
 void run_plan(const PlanCliOptions& o) {
   std::string path;
   try {
@@ -96,6 +342,7 @@ void run_plan(const PlanCliOptions& o) {
   } catch (const std::runtime_error&) {
     // Not found as a decoder: the encoder loader below reports what it tried.
   }
+  if (!path.empty() && looks_like_conformer(path)) return run_conformer_plan(o, path);
   if (!path.empty())
     if (const std::optional<DecoderSpec> spec = decoder_spec_at(path)) return run_decoder_plan(o, path, *spec);
   const EmbeddingModel model = EmbeddingModel::load(o.model, resolve_store(o.store));
@@ -143,7 +390,7 @@ void run_plan(const PlanCliOptions& o) {
 void add_plan_command(CLI::App& app) {
   auto o = std::make_shared<PlanCliOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "plan", "Place an encoder's or decoder's ops on npu-sim designs and price them with the cost model "
+      "plan", "Place an encoder's, decoder's or conformer ASR model's ops on npu-sim designs and price them with the cost model "
               "(modelled, nothing is run)");
   cmd->add_option("model", o->model, "A store name, a Hugging Face checkpoint directory or a baked file")
       ->required();
@@ -165,6 +412,8 @@ void add_plan_command(CLI::App& app) {
          "--context", [o](const int64_t& v) { o->context = v, o->context_given = true; },
          "Decoders: KV positions read per decode token (default 1024, or the model's maximum if smaller)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--seconds", o->seconds, "Conformer ASR models: seconds of audio per inference")
+      ->capture_default_str();
   cmd->add_flag("--measure-host", o->measure_host,
                 "Also time the same forward pass on the host backend (measured)");
   cmd->callback([o] { run_plan(*o); });

@@ -5,11 +5,13 @@
 // attention are graph ops (RunReport says where each ran). The relative-position shift of
 // Transformer-XL is lowered into Reshape/Slice ops. One step per layer runs directly on the host
 // because the op set has no sigmoid: GLU + depthwise conv1d (batch norm folded) + SiLU, fused in
-// one loop over [T, d]; the report lists it as a Conv1d on backend "host-direct".
+// one loop over [T, d]; the report lists it as a Conv1d on backend "host-direct". lower_encoder()
+// builds the same chain without running it (for `npu plan`).
 #include "models/conformer.h"
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -322,24 +324,43 @@ struct Chain {
 
 }  // namespace
 
-Tensor ConformerModel::encode(const Tensor& features, std::vector<Backend*> backends, RunReport* report) const {
-  const ConformerConfig& c = config_;
-  const Weights& w = *w_;
+namespace {
+
+// Ends a graph of the encoder chain at layer i's convolution module: given the residual stream x
+// and pointwise_conv1's output [T, 2d], it takes the graph out of the builder (leaving it empty)
+// and returns what enters the next graph: the residual stream and the host-direct step's output,
+// both [T, d].
+using EncoderBoundary = std::function<std::pair<Tensor, Tensor>(int64_t layer, ValueId x, ValueId pw1)>;
+
+void check_features(const ConformerConfig& c, const Tensor& features) {
   if (!features.defined() || features.ndim() != 2 || features.dim(0) != c.n_mels || features.dim(1) < 1)
     throw std::invalid_argument("conformer encode: features have shape " +
                                 (features.defined() ? shape_str(features.shape()) : "(none)") + ", expected [" +
                                 num(c.n_mels) + ", frames >= 1]");
+  if (c.encoded_frames(features.dim(1)) < 1)
+    throw std::invalid_argument("conformer encode: " + num(features.dim(1)) + " frames give no encoder frame");
+}
+
+}  // namespace
+
+// What encode() and lower_encoder() share (a friend of ConformerModel for its weights).
+struct ConformerEncoderBuild {
+  // The encoder over features [n_mels, frames] as a chain of graphs built in `b`, split by
+  // `boundary` at each layer's convolution module; returns the encoder output, in `b`'s last graph.
+  static ValueId build(const ConformerModel& m, const Tensor& features, Builder& b, const EncoderBoundary& boundary);
+};
+
+ValueId ConformerEncoderBuild::build(const ConformerModel& m, const Tensor& features, Builder& b,
+                                     const EncoderBoundary& boundary) {
+  const ConformerConfig& c = m.config_;
+  const ConformerModel::Weights& w = *m.w_;
   const int64_t frames = features.dim(1), T = c.encoded_frames(frames), d = c.d_model, H = c.n_heads,
                 D = c.head_dim();
-  if (T < 1) throw std::invalid_argument("conformer encode: " + num(frames) + " frames give no encoder frame");
   const float eps = c.layer_norm_eps;
 
-  Chain chain(std::move(backends));
-  Builder* b = &chain.b;
-
   // Subsampling: features as a one-channel image [1, frames (height), n_mels (width)].
-  ValueId x = b->reshape(b->transpose(b->g.input("features", host::to_f32(features)), 0, 1, "features.t"),
-                         {1, frames, c.n_mels}, "features.image");
+  ValueId x = b.reshape(b.transpose(b.g.input("features", host::to_f32(features)), 0, 1, "features.t"),
+                        {1, frames, c.n_mels}, "features.image");
   for (size_t i = 0; i < w.subsampling.size(); ++i) {
     const SubsamplingConv& s = w.subsampling[i];
     const std::string name = "pre_encode.conv" + num(static_cast<int64_t>(i));
@@ -348,13 +369,13 @@ Tensor ConformerModel::encode(const Tensor& features, std::vector<Backend*> back
     a.stride[0] = a.stride[1] = s.stride;
     a.padding[0] = a.padding[1] = s.padding;
     a.groups = s.groups;
-    x = b->g.add(OpKind::Conv2d, {x, b->constant(name + ".w", s.conv.w), b->constant(name + ".b", s.conv.b)}, a, name);
-    if (s.relu) x = b->g.add(OpKind::Relu, {x}, {}, name + ".relu");
+    x = b.g.add(OpKind::Conv2d, {x, b.constant(name + ".w", s.conv.w), b.constant(name + ".b", s.conv.b)}, a, name);
+    if (s.relu) x = b.g.add(OpKind::Relu, {x}, {}, name + ".relu");
   }
   // [C, T, F] -> [T, C * F] (channel-major per frame, as NeMo flattens) -> d_model.
-  x = b->reshape(b->transpose(x, 0, 1, "pre_encode.t"), {T, c.subsampling_channels * w.subsampled_mels}, "pre_encode.flat");
-  x = b->linear(x, w.subsampling_out, "pre_encode.out");
-  if (c.xscaling) x = b->scale(x, std::sqrt(static_cast<float>(d)), "xscale");
+  x = b.reshape(b.transpose(x, 0, 1, "pre_encode.t"), {T, c.subsampling_channels * w.subsampled_mels}, "pre_encode.flat");
+  x = b.linear(x, w.subsampling_out, "pre_encode.out");
+  if (c.xscaling) x = b.scale(x, std::sqrt(static_cast<float>(d)), "xscale");
 
   const Tensor positions = c.self_attention == "rel_pos" ? relative_positions(T, d) : Tensor();
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(D));
@@ -363,82 +384,117 @@ Tensor ConformerModel::encode(const Tensor& features, std::vector<Backend*> back
     const ConformerLayer& l = w.layers[i];
     const std::string P = "layers." + num(i) + ".";
     const auto feed_forward = [&](ValueId in, const Norm& n, const Linear& up, const Linear& down, const std::string& name) {
-      ValueId h = b->layer_norm(in, n, eps, P + "norm_" + name);
-      h = b->g.add(OpKind::Silu, {b->linear(h, up, P + name + ".linear1")}, {}, P + name + ".silu");
-      h = b->scale(b->linear(h, down, P + name + ".linear2"), 0.5f, P + name + ".half");
-      return b->g.add(OpKind::Add, {in, h}, {}, P + name + ".residual");
+      ValueId h = b.layer_norm(in, n, eps, P + "norm_" + name);
+      h = b.g.add(OpKind::Silu, {b.linear(h, up, P + name + ".linear1")}, {}, P + name + ".silu");
+      h = b.scale(b.linear(h, down, P + name + ".linear2"), 0.5f, P + name + ".half");
+      return b.g.add(OpKind::Add, {in, h}, {}, P + name + ".residual");
     };
     x = feed_forward(x, l.ff1_norm, l.ff1_in, l.ff1_out, "feed_forward1");
 
     // Self-attention.
-    const ValueId h = b->layer_norm(x, l.attn_norm, eps, P + "norm_self_att");
+    const ValueId h = b.layer_norm(x, l.attn_norm, eps, P + "norm_self_att");
     ValueId att;
     if (c.self_attention == "rotary") {
       // GigaAM rotates the layer input (not q and k) before the q and k projections.
       OpAttrs ra;
       ra.rope_layout = RopeLayout::HalfSplit;
       ra.rope_theta = c.rotary_base;
-      ValueId r = b->g.add(OpKind::Rope, {b->reshape(h, {T, H, D}, P + "rope.heads")}, ra, P + "rope");
-      r = b->reshape(r, {T, d}, P + "rope.merge");
-      const ValueId q = b->reshape(b->linear(r, l.q, P + "linear_q"), {T, H, D}, P + "q.heads");
-      const ValueId k = b->reshape(b->linear(r, l.k, P + "linear_k"), {T, H, D}, P + "k.heads");
-      const ValueId v = b->reshape(b->linear(h, l.v, P + "linear_v"), {T, H, D}, P + "v.heads");
-      att = b->reshape(b->g.add(OpKind::Attention, {q, k, v}, {}, P + "attention"), {T, d}, P + "attention.merge");
+      ValueId r = b.g.add(OpKind::Rope, {b.reshape(h, {T, H, D}, P + "rope.heads")}, ra, P + "rope");
+      r = b.reshape(r, {T, d}, P + "rope.merge");
+      const ValueId q = b.reshape(b.linear(r, l.q, P + "linear_q"), {T, H, D}, P + "q.heads");
+      const ValueId k = b.reshape(b.linear(r, l.k, P + "linear_k"), {T, H, D}, P + "k.heads");
+      const ValueId v = b.reshape(b.linear(h, l.v, P + "linear_v"), {T, H, D}, P + "v.heads");
+      att = b.reshape(b.g.add(OpKind::Attention, {q, k, v}, {}, P + "attention"), {T, d}, P + "attention.merge");
     } else {
       // Transformer-XL: logits = ((q + u) k + shift((q + v) p)) / sqrt(D), per head; the
       // positional term enters the attention op as its additive mask.
-      const ValueId q = b->linear(h, l.q, P + "linear_q");
-      const ValueId k = b->linear(h, l.k, P + "linear_k");
-      const ValueId v = b->linear(h, l.v, P + "linear_v");
-      const ValueId qu = b->g.add(OpKind::Add, {q, b->constant(P + "pos_bias_u", l.bias_u)}, {}, P + "q_u");
-      const ValueId qv = b->g.add(OpKind::Add, {q, b->constant(P + "pos_bias_v", l.bias_v)}, {}, P + "q_v");
-      const ValueId pe = b->constant(P + "pos_emb", positions);
+      const ValueId q = b.linear(h, l.q, P + "linear_q");
+      const ValueId k = b.linear(h, l.k, P + "linear_k");
+      const ValueId v = b.linear(h, l.v, P + "linear_v");
+      const ValueId qu = b.g.add(OpKind::Add, {q, b.constant(P + "pos_bias_u", l.bias_u)}, {}, P + "q_u");
+      const ValueId qv = b.g.add(OpKind::Add, {q, b.constant(P + "pos_bias_v", l.bias_v)}, {}, P + "q_v");
+      const ValueId pe = b.constant(P + "pos_emb", positions);
       std::vector<ValueId> heads;
       for (int64_t hd = 0; hd < H; ++hd) {
         const std::string Hn = P + "head" + num(hd) + ".";
         const auto head = [&](ValueId t, const std::string& name) {
-          return b->reshape(b->slice(t, 1, hd * D, (hd + 1) * D, Hn + name), {T, 1, D}, Hn + name + ".3d");
+          return b.reshape(b.slice(t, 1, hd * D, (hd + 1) * D, Hn + name), {T, 1, D}, Hn + name + ".3d");
         };
-        const ValueId p = b->matmul(pe, l.pos_heads[hd], Tensor(), Hn + "linear_pos");  // [2T-1, D]
+        const ValueId p = b.matmul(pe, l.pos_heads[hd], Tensor(), Hn + "linear_pos");  // [2T-1, D]
         // MatMul takes p, a graph value, as its weight: (q + v) p^T.
-        const std::vector<ValueId> in{b->slice(qv, 1, hd * D, (hd + 1) * D, Hn + "q_v"), p};
-        ValueId bd = b->g.add(OpKind::MatMul, in, {}, Hn + "matrix_bd");  // [T, 2T-1]: row i, column r = position T-1-r
+        const std::vector<ValueId> in{b.slice(qv, 1, hd * D, (hd + 1) * D, Hn + "q_v"), p};
+        ValueId bd = b.g.add(OpKind::MatMul, in, {}, Hn + "matrix_bd");  // [T, 2T-1]: row i, column r = position T-1-r
         if (T > 1) {
           // rel_shift: out[i][j] = bd[i][T-1-i+j] = flat[(T-1) + i (2T-2) + j].
-          bd = b->reshape(bd, {T * (2 * T - 1)}, Hn + "rel_shift.flat");
-          bd = b->slice(bd, 0, T - 1, T - 1 + T * (2 * T - 2), Hn + "rel_shift.skip");
-          bd = b->reshape(bd, {T, 2 * T - 2}, Hn + "rel_shift.rows");
-          bd = b->slice(bd, 1, 0, T, Hn + "rel_shift.keep");
+          bd = b.reshape(bd, {T * (2 * T - 1)}, Hn + "rel_shift.flat");
+          bd = b.slice(bd, 0, T - 1, T - 1 + T * (2 * T - 2), Hn + "rel_shift.skip");
+          bd = b.reshape(bd, {T, 2 * T - 2}, Hn + "rel_shift.rows");
+          bd = b.slice(bd, 1, 0, T, Hn + "rel_shift.keep");
         }
-        const ValueId mask = b->scale(bd, inv_sqrt_d, Hn + "matrix_bd.scale");
-        heads.push_back(b->g.add(OpKind::Attention, {head(qu, "q_u"), head(k, "k"), head(v, "v"), mask}, {},
-                                 Hn + "attention"));
+        const ValueId mask = b.scale(bd, inv_sqrt_d, Hn + "matrix_bd.scale");
+        heads.push_back(b.g.add(OpKind::Attention, {head(qu, "q_u"), head(k, "k"), head(v, "v"), mask}, {},
+                                Hn + "attention"));
       }
       OpAttrs ca;
       ca.axis = 1;
-      att = b->reshape(b->g.add(OpKind::Concat, heads, ca, P + "heads.concat"), {T, d}, P + "attention.merge");
+      att = b.reshape(b.g.add(OpKind::Concat, heads, ca, P + "heads.concat"), {T, d}, P + "attention.merge");
     }
-    x = b->g.add(OpKind::Add, {x, b->linear(att, l.out, P + "linear_out")}, {}, P + "attn.residual");
+    x = b.g.add(OpKind::Add, {x, b.linear(att, l.out, P + "linear_out")}, {}, P + "attn.residual");
 
-    // Convolution module: pointwise conv in the graph, then the direct host step, then a new graph.
-    const ValueId pw1 = b->linear(b->layer_norm(x, l.conv_norm, eps, P + "norm_conv"), l.pw1, P + "conv.pointwise_conv1");
-    const std::vector<Tensor> out = chain.run({x, pw1});
-    b = &chain.b;
-    const auto t0 = std::chrono::steady_clock::now();
-    const Tensor conv = glu_depthwise_silu(out[1], l.dw_w, l.dw_b);
-    const auto t1 = std::chrono::steady_clock::now();
-    chain.report.ops.push_back({P + "conv.glu_depthwise_silu", OpKind::Conv1d, "host-direct", false,
-                                std::chrono::duration<double, std::milli>(t1 - t0).count()});
-    x = b->g.input(P + "conv.residual_in", out[0]);
-    const ValueId cv = b->linear(b->g.input(P + "conv.depthwise_out", conv), l.pw2, P + "conv.pointwise_conv2");
-    x = b->g.add(OpKind::Add, {x, cv}, {}, P + "conv.residual");
+    // Convolution module: pointwise conv in this graph, the host-direct step, then a new graph.
+    const ValueId pw1 = b.linear(b.layer_norm(x, l.conv_norm, eps, P + "norm_conv"), l.pw1, P + "conv.pointwise_conv1");
+    const auto [residual, conv] = boundary(i, x, pw1);
+    x = b.g.input(P + "conv.residual_in", residual);
+    const ValueId cv = b.linear(b.g.input(P + "conv.depthwise_out", conv), l.pw2, P + "conv.pointwise_conv2");
+    x = b.g.add(OpKind::Add, {x, cv}, {}, P + "conv.residual");
 
     x = feed_forward(x, l.ff2_norm, l.ff2_in, l.ff2_out, "feed_forward2");
-    x = b->layer_norm(x, l.out_norm, eps, P + "norm_out");
+    x = b.layer_norm(x, l.out_norm, eps, P + "norm_out");
   }
-  const Tensor y = host::to_f32(chain.run({x})[0]);
+  return x;
+}
+
+Tensor ConformerModel::encode(const Tensor& features, std::vector<Backend*> backends, RunReport* report) const {
+  check_features(config_, features);
+  Chain chain(std::move(backends));
+  const ValueId y = ConformerEncoderBuild::build(*this, features, chain.b, [&](int64_t i, ValueId x, ValueId pw1) {
+    const ConformerLayer& l = w_->layers[size_t(i)];
+    const std::vector<Tensor> out = chain.run({x, pw1});
+    const auto t0 = std::chrono::steady_clock::now();
+    Tensor conv = glu_depthwise_silu(out[1], l.dw_w, l.dw_b);
+    const auto t1 = std::chrono::steady_clock::now();
+    chain.report.ops.push_back({"layers." + num(i) + ".conv.glu_depthwise_silu", OpKind::Conv1d, "host-direct", false,
+                                std::chrono::duration<double, std::milli>(t1 - t0).count()});
+    return std::pair<Tensor, Tensor>(out[0], std::move(conv));
+  });
+  const Tensor out = host::to_f32(chain.run({y})[0]);
   if (report) *report = std::move(chain.report);
-  return y;
+  return out;
+}
+
+ConformerEncoderGraphs ConformerModel::lower_encoder(int64_t frames) const {
+  const ConformerConfig& c = config_;
+  // Inputs are placeholders: the planner reads their shapes, nothing reads their (unset) values.
+  if (frames < 1) throw std::invalid_argument("lower_encoder: frames must be at least 1, got " + num(frames));
+  const Tensor features = Tensor::empty({c.n_mels, frames});
+  check_features(c, features);
+  ConformerEncoderGraphs out;
+  out.frames = frames;
+  out.encoded_frames = c.encoded_frames(frames);
+  Builder b;
+  const auto finish = [&](std::vector<ValueId> outputs) {
+    for (ValueId v : outputs) b.g.mark_output(v);
+    out.graphs.push_back(std::move(b.g));
+    b = Builder();
+  };
+  const ValueId y = ConformerEncoderBuild::build(*this, features, b, [&](int64_t i, ValueId x, ValueId pw1) {
+    finish({x, pw1});
+    out.host_steps.push_back("layers." + num(i) + ".conv.glu_depthwise_silu");
+    const Shape td{out.encoded_frames, c.d_model};
+    return std::pair<Tensor, Tensor>(Tensor::empty(td), Tensor::empty(td));
+  });
+  finish({y});
+  return out;
 }
 
 Tensor ConformerModel::ctc_log_probs(const Tensor& encoded) const {

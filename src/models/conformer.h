@@ -99,6 +99,20 @@ struct ConformerConfig {
   int64_t encoded_frames(int64_t mel_frames) const;
 };
 
+// The encoder for a number of mel frames as the chain of graphs encode() runs, built but not run
+// (for `npu plan`): graphs[i] (i < n_layers) ends at layer i's convolution module with outputs
+// (residual stream [T, d], pointwise_conv1 [T, 2d]); host_steps[i], GLU + depthwise conv1d (batch
+// norm folded) + SiLU, runs directly on the host between graphs[i] and graphs[i + 1] (the op set
+// has no sigmoid for the GLU); graphs[i + 1] takes the residual and that step's output as
+// inputs "layers.i.conv.residual_in" / "layers.i.conv.depthwise_out". The last graph outputs the
+// encoder output [T, d]. Inputs hold uninitialised placeholders of the right shapes; weights are
+// the model's.
+struct ConformerEncoderGraphs {
+  int64_t frames = 0, encoded_frames = 0;
+  std::vector<Graph> graphs;            // n_layers + 1
+  std::vector<std::string> host_steps;  // n_layers, named as encode()'s RunReport names them
+};
+
 class ConformerModel {
  public:
   // Resolves and shape-checks every weight the config needs (folding batch norm); throws
@@ -117,10 +131,15 @@ class ConformerModel {
   Tensor encode(const Tensor& features, std::vector<Backend*> backends = {},
                 RunReport* report = nullptr) const;
 
+  // The graphs encode() would run for `frames` feature frames; std::invalid_argument when they
+  // give no encoder frame.
+  ConformerEncoderGraphs lower_encoder(int64_t frames) const;
+
   // CTC head: encoder output [T, d_model] -> log-probabilities [T, vocab_size + 1].
   Tensor ctc_log_probs(const Tensor& encoded) const;
 
  private:
+  friend struct ConformerEncoderBuild;  // conformer.cpp: the graph building encode() and lower_encoder() share
   ConformerConfig config_;
   std::shared_ptr<const WeightSource> source_;
   std::vector<std::string> vocabulary_;
