@@ -354,6 +354,26 @@ void check_dims(const Design& d, const Geometry& g) {
 
 // ---- families ---------------------------------------------------------------------------------------
 
+// The QKV + RoPE stage's part of one core's stream, which decode_layer and qkv_rope read alike:
+// x, the norm gamma, the core's QKV rows, the QK-norm gammas (when used) and the RoPE table.
+struct QkvInputs {
+  std::vector<bf16> x, gamma, rows, q_norm, k_norm;
+  std::vector<float> rope;
+};
+
+QkvInputs read_qkv_inputs(Reader& r, const Geometry& g, int64_t Rq) {
+  QkvInputs in;
+  r.part(g.hidden * 2);
+  in.x = r.take<bf16>(g.hidden);
+  r.part(g.hidden * 2 + Rq * g.hidden * 2 + (g.qk_norm ? 4 * g.D : 0));
+  in.gamma = r.take<bf16>(g.hidden);
+  in.rows = r.take<bf16>(Rq * g.hidden);
+  if (g.qk_norm) in.q_norm = r.take<bf16>(g.D), in.k_norm = r.take<bf16>(g.D);
+  r.part(2 * g.D * 2);
+  in.rope = r.take<float>(g.D);
+  return in;
+}
+
 void run_decode_layer(const Design& d, HostArgs& args, const SimKernelArgs& k) {
   const Geometry g = geometry(d, true);
   check_dims(d, g);
@@ -363,19 +383,12 @@ void run_decode_layer(const Design& d, HostArgs& args, const SimKernelArgs& k) {
   for (const auto& s : streams) rd.push_back({d, s});
   std::vector<std::vector<bf16>> rows(size_t(g.P)), kv(size_t(g.P)), o(size_t(g.P)), gate(size_t(g.P)),
       up(size_t(g.P)), down(size_t(g.P));
-  std::vector<bf16> x, gamma, qn, kn, gamma2;
-  std::vector<float> rope;
+  QkvInputs first;
+  std::vector<bf16> gamma2;
   for (int64_t p = 0; p < g.P; ++p) {  // what every core reads, in stream order
     Reader& r = rd[size_t(p)];
-    r.part(g.hidden * 2);
-    std::vector<bf16> xp = r.take<bf16>(g.hidden);
-    r.part(g.hidden * 2 + Rq * g.hidden * 2 + (g.qk_norm ? 4 * g.D : 0));
-    std::vector<bf16> gp = r.take<bf16>(g.hidden);
-    rows[size_t(p)] = r.take<bf16>(Rq * g.hidden);
-    std::vector<bf16> qnp, knp;
-    if (g.qk_norm) qnp = r.take<bf16>(g.D), knp = r.take<bf16>(g.D);
-    r.part(2 * g.D * 2);
-    std::vector<float> rp = r.take<float>(g.D);
+    QkvInputs in = read_qkv_inputs(r, g, Rq);
+    rows[size_t(p)] = std::move(in.rows);
     r.part(g.kv_bytes());
     kv[size_t(p)] = r.take<bf16>(g.kv_bytes() / 2);
     r.part(Rh * g.q_dim() * 2 + g.hidden * 2 + 2 * Ri * g.hidden * 2 + Rh * g.I * 2);
@@ -386,11 +399,12 @@ void run_decode_layer(const Design& d, HostArgs& args, const SimKernelArgs& k) {
     down[size_t(p)] = r.take<bf16>(Rh * g.I);
     // The replicated inputs and the norm gammas are the same on every core, so the work every
     // core repeats on them (norms, QK-norm, RoPE, residual adds) runs once, on core 0's copy.
-    if (p == 0) x = xp, gamma = gp, qn = qnp, kn = knp, rope = rp, gamma2 = g2;
+    if (p == 0) first = std::move(in), gamma2 = g2;
   }
-  const std::vector<bf16> xn = rmsnorm(x, gamma, k);
+  const std::vector<bf16>& x = first.x;
+  const std::vector<bf16> xn = rmsnorm(x, first.gamma, k);
   std::vector<bf16> qkv = gemv_exchange(rows, xn, Rq, g.n_qkv());
-  qk_norm_rope(g, qkv, qn, kn, rope, k);
+  qk_norm_rope(g, qkv, first.q_norm, first.k_norm, first.rope, k);
   std::vector<uint8_t> kv_new = as_bytes(std::vector<bf16>(qkv.begin() + g.q_dim(), qkv.end()), 2 * g.kv_dim() * 2);
   drain(d, args, "kv_new", kv_new);
   const std::vector<bf16> q(qkv.begin(), qkv.begin() + g.q_dim());
@@ -410,23 +424,15 @@ void run_qkv_rope(const Design& d, HostArgs& args, const SimKernelArgs& k) {
   const auto streams = core_streams(d, args, g.P);
   const int64_t Rq = g.rows(g.n_qkv());
   std::vector<std::vector<bf16>> rows(size_t(g.P));
-  std::vector<bf16> x, gamma, qn, kn;
-  std::vector<float> rope;
+  QkvInputs first;
   for (int64_t p = 0; p < g.P; ++p) {
     Reader r{d, streams[size_t(p)]};
-    r.part(g.hidden * 2);
-    std::vector<bf16> xp = r.take<bf16>(g.hidden);
-    r.part(g.hidden * 2 + Rq * g.hidden * 2 + (g.qk_norm ? 4 * g.D : 0));
-    std::vector<bf16> gp = r.take<bf16>(g.hidden);
-    rows[size_t(p)] = r.take<bf16>(Rq * g.hidden);
-    std::vector<bf16> qnp, knp;
-    if (g.qk_norm) qnp = r.take<bf16>(g.D), knp = r.take<bf16>(g.D);
-    r.part(2 * g.D * 2);
-    std::vector<float> rp = r.take<float>(g.D);
-    if (p == 0) x = xp, gamma = gp, qn = qnp, kn = knp, rope = rp;
+    QkvInputs in = read_qkv_inputs(r, g, Rq);
+    rows[size_t(p)] = std::move(in.rows);
+    if (p == 0) first = std::move(in);  // replicated inputs: core 0's copy (as decode_layer)
   }
-  std::vector<bf16> qkv = gemv_exchange(rows, rmsnorm(x, gamma, k), Rq, g.n_qkv());
-  qk_norm_rope(g, qkv, qn, kn, rope, k);
+  std::vector<bf16> qkv = gemv_exchange(rows, rmsnorm(first.x, first.gamma, k), Rq, g.n_qkv());
+  qk_norm_rope(g, qkv, first.q_norm, first.k_norm, first.rope, k);
   std::vector<uint8_t> q = as_bytes(std::vector<bf16>(qkv.begin(), qkv.begin() + g.q_dim()), g.q_dim() * 2);
   std::vector<uint8_t> kvn = as_bytes(std::vector<bf16>(qkv.begin() + g.q_dim(), qkv.end()), 2 * g.kv_dim() * 2);
   drain(d, args, "result", q);
