@@ -37,6 +37,9 @@ import sys
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_conformer_fixtures import randomize  # noqa: E402  (every weight and norm statistic random)
+
 CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
                      "xdna-engine", "bench", "conformer")
 SEED = 1234
@@ -56,25 +59,6 @@ def synthetic_pieces(n):
         k += 1
     assert len(set(pieces)) == n
     return pieces
-
-
-def randomize(model, seed):
-    """Every parameter and batch-norm statistic random (scaled by 1/sqrt(fan-in)), as
-    scripts/make_conformer_fixtures.py does, so no term is trivially zero or one."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.state_dict().items():
-            if not p.is_floating_point():
-                continue
-            r = torch.randn(p.shape, generator=g)
-            if name.endswith("running_var"):
-                p.copy_(0.5 + torch.rand(p.shape, generator=g))
-            elif p.dim() >= 2:
-                p.copy_(r / np.sqrt(p[0].numel()))
-            elif re.search(r"norm[^.]*\.weight$", name):
-                p.copy_(1.0 + 0.1 * r)
-            else:
-                p.copy_(0.1 * r)
 
 
 def write_vocab_txt(path, pieces, blank_id):
