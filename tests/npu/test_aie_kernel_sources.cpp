@@ -4,7 +4,7 @@
 //     is an mlir-aie library kernel, or has a source aie_kernels/<kernel>.cc defining
 //     extern "C" <sym>(, or is on the emitter's "missing kernels" list; the emitter's list of
 //     written kernels is exactly the directory's sources, and the README lists each;
-//  2. host build: the shared header and the sources compile with g++ (this file includes them);
+//  2. host build: the shared header and the sources compile with g++ (they are built into xdna_npu);
 //  3. numerics: built on the host, each source computes bit for bit what the simulator's kernel
 //     (src/npu/aie_kernels.cpp) computes.
 #include <gtest/gtest.h>
@@ -22,15 +22,8 @@
 #include "npu/artifacts/iron_emitter.h"
 #include "npu/design_families.h"
 
-// The sources as the cores would get them, built here against the host mapping.
-#include "../../aie_kernels/eltwise_add_bf16.cc"
-#include "../../aie_kernels/eltwise_exp_bf16.cc"
-#include "../../aie_kernels/eltwise_gelu_bf16.cc"
-#include "../../aie_kernels/eltwise_mul_bf16.cc"
-#include "../../aie_kernels/eltwise_scale_bf16.cc"
-#include "../../aie_kernels/gemv_bf16.cc"
-#include "../../aie_kernels/gemv_int8.cc"
-#include "../../aie_kernels/rmsnorm_bf16.cc"
+// The sources as the cores would get them, built into xdna_npu against the host mapping.
+#include "aie_kernels/kernels.h"
 
 namespace fs = std::filesystem;
 using namespace xdna;
