@@ -191,6 +191,9 @@ constexpr int64_t kGemmSerialFlops = int64_t{1} << 20;
 // Bounded by XDNA_PACK_CACHE_MB (default 1024 MiB); weights past the bound are packed per call.
 std::shared_ptr<const PackedWeights> cached_packed_weights(const Tensor& w, const WeightRows& wr);
 void clear_packed_weight_cache();
+// Packs constant weights now and keeps them cached past the bound (and outside its count) while
+// the returned handle lives; nullptr for weights the cache never holds (writable buffers).
+std::shared_ptr<void> pin_packed_weights(const Tensor& w, const WeightRows& wr);
 size_t packed_weight_cache_bytes();
 
 }  // namespace xdna::host

@@ -28,6 +28,7 @@ struct Entry {
   // Held so that neither address can be freed and reused by another tensor while cached.
   std::shared_ptr<Buffer> weights, scales;
   std::shared_ptr<const PackedWeights> packed;
+  int pins = 0;  // pin_packed_weights handles alive: kept past the bound, not counted in `bytes`
 };
 
 struct Cache {
@@ -35,6 +36,7 @@ struct Cache {
   std::map<Key, Entry> entries;
   size_t bytes = 0;
   size_t ggml_bytes = 0;  // the part holding GGML-format weights
+  size_t pinned_bytes = 0;
 };
 
 Cache& cache() {
@@ -64,18 +66,46 @@ size_t ggml_cache_limit() {
   return limit;
 }
 
+// A pin_packed_weights handle: its release unpins, and the last one drops the entry (unless a
+// clear dropped it already).
+struct Pin {
+  Key key;
+  explicit Pin(const Key& k) : key(k) {}
+  Pin(const Pin&) = delete;
+  Pin& operator=(const Pin&) = delete;
+  ~Pin() {
+    Cache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.entries.find(key);
+    if (it == c.entries.end() || it->second.pins == 0) return;
+    if (--it->second.pins == 0) {
+      c.pinned_bytes -= it->second.packed->bytes();
+      c.entries.erase(it);
+    }
+  }
+};
+
+// The cache key of constant weights; false for weights that may change (writable buffers).
+bool cache_key(const Tensor& w, const WeightRows& wr, Key& key) {
+  const auto& buf = w.buffer();
+  if (!buf || buf->writable()) return false;
+  const auto& sc = w.scales();
+  if (sc && sc->defined() && sc->buffer()->writable()) return false;
+  const IsaKernels& kern = active_kernels();
+  const bool bf16 = wr.dtype == DType::BF16 && kern.bf16gemm != nullptr;
+  key = Key{buf.get(), w.byte_offset(), wr.dtype, wr.rows,  wr.cols,
+            wr.row_bytes, wr.scales, bf16, use_i8_vnni_gemm(wr) ? -1 : bf16 ? kern.bf16_nr : kern.nr};
+  return true;
+}
+
 }  // namespace
 
 std::shared_ptr<const PackedWeights> cached_packed_weights(const Tensor& w, const WeightRows& wr) {
-  const auto& buf = w.buffer();
-  if (!buf || buf->writable()) return nullptr;
+  Key key;
+  if (!cache_key(w, wr, key)) return nullptr;
   const bool ggml = is_ggml_block(wr.dtype);
+  const auto& buf = w.buffer();
   const auto& sc = w.scales();
-  if (sc && sc->defined() && sc->buffer()->writable()) return nullptr;
-  const IsaKernels& kern = active_kernels();
-  const bool bf16 = wr.dtype == DType::BF16 && kern.bf16gemm != nullptr;
-  const Key key{buf.get(), w.byte_offset(), wr.dtype, wr.rows,  wr.cols,
-                wr.row_bytes, wr.scales, bf16, use_i8_vnni_gemm(wr) ? -1 : bf16 ? kern.bf16_nr : kern.nr};
   Cache& c = cache();
   {
     std::lock_guard<std::mutex> lock(c.mu);
@@ -101,12 +131,41 @@ std::shared_ptr<const PackedWeights> cached_packed_weights(const Tensor& w, cons
   return it->second.packed;
 }
 
+std::shared_ptr<void> pin_packed_weights(const Tensor& w, const WeightRows& wr) {
+  Key key;
+  if (!cache_key(w, wr, key)) return nullptr;
+  Cache& c = cache();
+  std::shared_ptr<const PackedWeights> packed;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.entries.find(key);
+    if (it != c.entries.end()) packed = it->second.packed;
+  }
+  if (!packed) packed = pack_weights(wr);  // outside the lock, as above
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    const auto& sc = w.scales();
+    auto [it, inserted] = c.entries.try_emplace(key, Entry{w.buffer(), sc ? sc->buffer() : nullptr, packed});
+    Entry& e = it->second;
+    const size_t size = e.packed->bytes();
+    if (e.pins++ == 0) {
+      if (!inserted) {  // was counted against the bound: now it is pinned instead
+        c.bytes -= size;
+        if (is_ggml_block(wr.dtype)) c.ggml_bytes -= size;
+      }
+      c.pinned_bytes += size;
+    }
+  }
+  return std::make_shared<Pin>(key);
+}
+
 void clear_packed_weight_cache() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   c.entries.clear();
   c.bytes = 0;
   c.ggml_bytes = 0;
+  c.pinned_bytes = 0;
 }
 
 size_t packed_weight_cache_bytes() {

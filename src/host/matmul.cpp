@@ -296,6 +296,10 @@ void matmul(const Tensor& x_in, const Tensor& w, const Tensor* bias, Tensor& y) 
   gemm(xp, K, wr, yp, N, M, packed.get(), bp);  // the bias is added to each tile as it finishes
 }
 
+std::shared_ptr<void> pin_packed_weights(const Tensor& w) {
+  return pin_packed_weights(w, weight_rows(w, w));
+}
+
 Tensor matmul(const Tensor& x, const Tensor& w, const Tensor* bias) {
   if (x.ndim() < 1 || w.ndim() != 2) fail(x, w, "x must be [..., in] and w 2-D [out, in]");
   Shape out_shape = x.shape();

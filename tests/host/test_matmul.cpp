@@ -345,6 +345,28 @@ TEST(Matmul, PackedWeightCacheHoldsTheBuffer) {
   EXPECT_EQ(host::packed_weight_cache_bytes(), 0u);
 }
 
+// A pinned pack (a model that owns its packed weights, e.g. a conformer past the cache bound) is
+// used by matmul, is not counted against the bound, and is freed with its last handle.
+TEST(Matmul, PinnedPackedWeightsServeMatmulAndDieWithTheHandle) {
+  host::clear_packed_weight_cache();
+  std::mt19937 rng(13);
+  Weights w = make_weights(DType::F32, 40, 96, 96, rng);
+  Tensor x = Tensor::from_vector({16, 96}, std::vector<float>(16 * 96, 0.25f));
+  const std::vector<float> heap = host::matmul(x, w.w).to_vector();
+  EXPECT_EQ(host::pin_packed_weights(w.w), nullptr);  // writable weights are never cached
+  Tensor mw = mapped_copy(w.w, "pin");
+  std::weak_ptr<Buffer> alive = mw.buffer();
+  std::shared_ptr<void> pin = host::pin_packed_weights(mw);
+  ASSERT_NE(pin, nullptr);
+  EXPECT_EQ(host::packed_weight_cache_bytes(), 0u);  // pinned: outside the bound's count
+  EXPECT_EQ(host::matmul(x, mw).to_vector(), heap);
+  EXPECT_EQ(host::packed_weight_cache_bytes(), 0u);  // served from the pin, not cached again
+  mw = Tensor();
+  EXPECT_FALSE(alive.expired());  // the pin holds the mapping
+  pin.reset();
+  EXPECT_TRUE(alive.expired());
+}
+
 TEST(Matmul, EmptyAndBatchedShapes) {
   std::mt19937 rng(4);
   Weights w = make_weights(DType::F32, 5, 3, 3, rng);
