@@ -1,6 +1,7 @@
 #include "host/conv.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -238,6 +239,31 @@ static void conv2d_depthwise(const Tensor& x, const Tensor& w, const ConvParams&
   });
 }
 
+// The direct AVX-512 kernel (conv_direct_avx512.cpp) where it wins: stride 1, no dilation, one
+// group and rows of at least 64 outputs (super-resolution's full-size feature maps), where a
+// 48-wide register tile is mostly full. Narrower rows (ResNet's 56 and below) stay on the GEMM.
+static bool use_direct(const ConvParams& p, int64_t Kw, int64_t Wo) {
+  return active_isa() == Isa::Avx512 && p.groups == 1 && p.stride[0] == 1 && p.stride[1] == 1 &&
+         p.dilation[0] == 1 && p.dilation[1] == 1 && Kw <= 16 && Wo >= 64;
+}
+
+static void conv2d_direct(const Tensor& x, const Tensor& w, const ConvParams& p, int64_t Ho, int64_t Wo,
+                          const EpilogueRows& ep, bool constant_weights, Tensor& y) {
+  const auto packed = conv_weights(w, 1, kDirectConvMR, constant_weights);
+  const DirectConv c{x.data<float>(), packed->panel(0, 0), y.data<float>(), x.dim(0), x.dim(1), x.dim(2),
+                     w.dim(0), w.dim(2), w.dim(3), p.padding[0], p.padding[1], Ho, Wo, ep,
+                     kConvKC, conv_kernels_avx512().epilogue};
+  // Threads take output rows (all channel blocks of one row: its input rows stay in L2) from a
+  // shared counter instead of fixed halves: on a loaded machine a descheduled thread's rows are
+  // taken by the others instead of being waited for.
+  const int64_t blocks = (c.cout + kDirectConvMR - 1) / kDirectConvMR, items = Ho * blocks;
+  std::atomic<int64_t> next{0};
+  parallel_for(std::min<int64_t>(num_threads(), Ho), 1, [&](int64_t, int64_t) {
+    for (int64_t i0; (i0 = next.fetch_add(blocks)) < items;)
+      conv2d_direct_avx512(c, i0, std::min(i0 + blocks, items));
+  });
+}
+
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const ConvParams& p) {
   Tensor y;
   conv2d_into(x, w, bias, p, y);
@@ -288,6 +314,8 @@ void conv2d_into(const Tensor& x_in, const Tensor& w, const Tensor* bias, const 
                         e.res_scale, e.lo, e.hi, Ho * Wo};
   if (G > 1 && G == Cin)
     conv2d_depthwise(x, w, p, Ho, Wo, ep, y);
+  else if (use_direct(p, Kw, Wo))
+    conv2d_direct(x, w, p, Ho, Wo, ep, e.constant_weights, y);
   else
     conv2d_im2col(x, w, p, Ho, Wo, ep, e.constant_weights, y);
 }

@@ -32,3 +32,25 @@ const ConvKernels& conv_kernels_avx2();
 const ConvKernels& conv_kernels_avx512();
 
 }  // namespace xdna::host
+
+namespace xdna::host {
+
+// A direct convolution (stride 1, dilation 1, one group) that reads the input rows in place:
+// each output row is computed as 8 output channels x up to 48 positions held in AVX-512
+// registers across all Cin Kh Kw taps, the epilogue run while the tile is in L1. No patch
+// copy (im2col copied every input value Kh Kw times) and 8-channel tiles that divide 64.
+// Bit-identical to the GEMM path (same K slices, same epilogue function).
+struct DirectConv {
+  const float* x;   // [cin, H, W]
+  const float* w;   // packed: block b of 8 output channels at b kdim 8, w[k 8 + r] (kdim = cin Kh Kw)
+  float* y;         // [cout, Ho, Wo]
+  int64_t cin, H, W, cout, Kh, Kw, pad_h, pad_w, Ho, Wo;
+  EpilogueRows ep;  // ep.P = Ho Wo
+  int64_t kc;       // the GEMM path's K slice (conv.cpp kConvKC): sums are split the same way
+  void (*epilogue)(const EpilogueRows& ep, float* y, int64_t o, int64_t rows, int64_t p0, int64_t n);
+};
+constexpr int64_t kDirectConvMR = 8;
+// Work items it = oh * blocks + b for it in [it0, it1), blocks = ceil(cout / 8).
+void conv2d_direct_avx512(const DirectConv& c, int64_t it0, int64_t it1);
+
+}  // namespace xdna::host

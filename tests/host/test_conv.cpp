@@ -86,6 +86,18 @@ const Case kCases[] = {
     {32, 32, 1, 200, 1, 3, 1, 0, 1, 1},   // conv1d shape
 };
 
+// Rows of >= 64 outputs at stride 1: the direct AVX-512 kernel's shapes (conv.cpp use_direct).
+// Register tiles of 3, 2 and 1 vectors, ragged last vectors, partial 8-channel blocks, taps that
+// reach past both ends of a row, and kernels other than 3x3.
+const Case kDirectCases[] = {
+    {5, 12, 6, 70, 3, 3, 1, 1, 1, 1},    // 5 vectors = 3 + 2, channels 8 + 4
+    {3, 8, 4, 64, 3, 3, 1, 1, 1, 1},     // 4 vectors = 3 + 1, exactly one block
+    {4, 9, 5, 100, 5, 5, 1, 2, 1, 1},    // 5x5, padding 2, 7 vectors (ragged), channels 8 + 1
+    {6, 3, 3, 81, 3, 3, 1, 0, 1, 1},     // no padding, 3 output channels
+    {7, 16, 9, 130, 1, 3, 1, 1, 1, 1},   // 1x3 with padding on every row, 9 vectors
+    {64, 64, 3, 96, 3, 3, 1, 1, 1, 1},   // EDSR's body conv, two full tiles per row
+};
+
 }  // namespace
 
 TEST(Conv, MatchesDirectLoop) {
@@ -245,5 +257,16 @@ TEST(Conv, EpilogueAndPackingOnTheScalarPath) {
   for (const Case& c : kEpilogueCases) expect_epilogue_matches(c, seed += 10, true);
   expect_matches(kCases[0], 2990);
   expect_matches(kCases[3], 2995);
+  force_isa(before);
+}
+
+TEST(Conv, MatchesDirectLoopOnWideRows) {
+  uint32_t seed = 3100;
+  for (const Case& c : kDirectCases) expect_matches(c, seed += 10);
+  for (const Case& c : kDirectCases) expect_epilogue_matches(c, seed += 10, true);
+  if (active_isa() == Isa::Scalar) return;
+  const Isa before = active_isa();
+  force_isa(Isa::Avx2);  // the same shapes on the GEMM path
+  for (const Case& c : kDirectCases) expect_matches(c, seed += 10);
   force_isa(before);
 }
