@@ -26,8 +26,8 @@ seconds (>= 1.0: the engine is faster; issue 10's target).
 Text agreement: with random weights both emit nonsense, but greedy CTC over the same log-probs
 gives the same tokens, so the texts are compared (word-level match ratio and the first
 difference) for the warm-up clip (one encoder pass on both sides) and the long clip (this engine
-encodes audio over 30 s in overlapping chunks, onnx-asr in one pass: frames near a chunk border
-see different context, so some difference there is expected).
+encodes audio up to 60 s in one pass, as onnx-asr does; longer audio in overlapping chunks, where
+frames near a chunk border see different context, so some difference there is expected).
 
 Usage (peers venv):
   /work/benchvenv/bin/python bench/conformer_vs_onnx_asr.py --npu build/bin/npu --threads 2 \

@@ -56,12 +56,18 @@ struct ConformerMelConfig {
   // frame (masked to zero upstream): true returns only the valid frames. GigaAM keeps them all.
   // window also takes "hann_periodic" (torch.hann_window's default, torchaudio), "hamming", "ones".
   bool drop_last_frame = true;
+  // The window (win_length values) and mel filterbank (n_mels rows of n_fft / 2 + 1, row-major)
+  // as the checkpoint stores them, widened to f32 (GigaAM v3 keeps both in bfloat16 and computes
+  // with those values); empty: computed from the fields above.
+  std::vector<float> window_values;
+  std::vector<float> filterbank;
 };
 
 struct ConformerConfig {
   std::string family;  // "parakeet" or "gigaam": for messages and the catalog
   // Subsampling: "dw_striding" (FastConformer: conv2d then depthwise+pointwise conv2d pairs) or
-  // "striding" (plain conv2d + ReLU stacks, GigaAM); factor 4 or 8.
+  // "striding" (plain conv2d + ReLU stacks, GigaAM v1/v2) or "conv1d" (conv1d + ReLU stacks over
+  // time with the mels as channels and no output linear, GigaAM v3); factor 4 or 8.
   std::string subsampling = "dw_striding";
   int64_t subsampling_factor = 8;
   int64_t subsampling_channels = 256;
@@ -79,7 +85,7 @@ struct ConformerConfig {
   bool attention_bias = true;
   bool conv_bias = true;
   bool ff_bias = true;
-  std::string conv_norm = "batch_norm";  // "batch_norm" (folded at load) or "layer_norm"
+  std::string conv_norm = "batch_norm";  // "batch_norm" (folded at load) or "layer_norm" (GigaAM v3)
   float layer_norm_eps = 1e-5f;
   float batch_norm_eps = 1e-5f;  // conv module batch norm (folded at load)
 

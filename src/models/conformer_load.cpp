@@ -223,6 +223,39 @@ void check_vocabulary(const std::vector<std::string>& v, int64_t vocab_size, con
                     " classes (blank excluded)");
 }
 
+// ---- The preprocessor's stored window and filterbank --------------------------------------------
+
+// The window and mel filterbank buffers the checkpoint's preprocessor carries, in their stored
+// dtype widened to f32, so that the features use the values the model computes with (the
+// published GigaAM v3 checkpoints hold both in bfloat16). NeMo's fb is [1, n_mels, bins],
+// torchaudio's (GigaAM) [bins, n_mels]. Absent buffers leave the computed ones.
+void take_mel_buffers(const WeightSource& w, const std::string& window_name, const std::string& fb_name,
+                      bool fb_mels_first, ConformerMelConfig& mel, const std::string& where) {
+  if (w.contains(window_name)) {
+    const Tensor t = w.get(window_name);
+    if (t.shape() != Shape{mel.win_length})
+      fail(where + ": " + window_name, "is " + shape_str(t.shape()) + ", not [win_length = " +
+                                           std::to_string(mel.win_length) + "]");
+    mel.window_values = t.to_vector();
+  }
+  if (w.contains(fb_name)) {
+    const int64_t bins = mel.n_fft / 2 + 1, mels = mel.n_mels;
+    const Tensor t = w.get(fb_name);
+    const Shape want = fb_mels_first ? Shape{1, mels, bins} : Shape{bins, mels};
+    if (t.shape() != want)
+      fail(where + ": " + fb_name, "is " + shape_str(t.shape()) + ", not " + shape_str(want) +
+                                       " for n_mels " + std::to_string(mels) + ", n_fft " + std::to_string(mel.n_fft));
+    const std::vector<float> v = t.to_vector();
+    if (fb_mels_first) {
+      mel.filterbank = v;
+    } else {
+      mel.filterbank.resize(v.size());
+      for (int64_t k = 0; k < bins; ++k)
+        for (int64_t m = 0; m < mels; ++m) mel.filterbank[m * bins + k] = v[k * mels + m];
+    }
+  }
+}
+
 // ---- NeMo --------------------------------------------------------------------------------------
 
 ConformerCheckpoint read_nemo(const std::string& path) {
@@ -236,6 +269,8 @@ ConformerCheckpoint read_nemo(const std::string& path) {
   const std::string text = tar->read(*yaml);
   out.config = conformer_config_from_nemo_yaml(text, path + ": model_config.yaml");
   auto weights = std::make_shared<TorchCheckpoint>(tar->slice(*ckpt), path + ": model_weights.ckpt");
+  take_mel_buffers(*weights, "preprocessor.featurizer.window", "preprocessor.featurizer.fb", true, out.config.mel,
+                   path + ": model_weights.ckpt");
   // NeMo's joint_net is [activation, Dropout if dropout > 0, Linear]: the Linear is index 1 in
   // models trained without joint dropout. Expose it as joint_net.2 either way.
   if (weights->contains("joint.joint_net.1.weight") && !weights->contains("joint.joint_net.2.weight"))
@@ -306,6 +341,8 @@ ConformerCheckpoint read_gigaam(const std::string& path) {
   ConformerCheckpoint out;
   out.format = "gigaam";
   out.config = conformer_config_from_gigaam(cfg, path + ": cfg");
+  take_mel_buffers(*ckpt, "preprocessor.featurizer.0.spectrogram.window", "preprocessor.featurizer.0.mel_scale.fb",
+                   false, out.config.mel, path);
   out.weights = std::make_shared<RenamedWeights>(ckpt, gigaam_to_nemo_name);
 
   // Vocabulary: characters in the config, or a SentencePiece model beside the checkpoint
@@ -461,7 +498,19 @@ ConformerConfig conformer_config_from_gigaam(const nlohmann::json& cfg, const st
   const std::string ew = where + ".encoder";
   ConformerConfig c;
   c.family = "gigaam";
-  c.subsampling = "striding";  // conv2d + ReLU pairs, conv_channels = d_model, no xscaling
+  // gigaam's StridingSubsampling: "conv2d" (v1/v2: conv2d + ReLU pairs, then a linear) or
+  // "conv1d" (v3: conv1d + ReLU pairs over time, features as channels); conv_channels = d_model.
+  const std::string subsampling = json_str(enc, "subsampling", ew, "conv2d");
+  if (subsampling != "conv2d" && subsampling != "conv1d")
+    fail(ew + ".subsampling", "'" + subsampling + "' is not supported (conv2d, conv1d)");
+  c.subsampling = subsampling == "conv1d" ? "conv1d" : "striding";
+  c.subsampling_kernel = json_int(enc, "subs_kernel_size", ew, 3);
+  if (c.subsampling_kernel < 1 || c.subsampling_kernel % 2 == 0)
+    fail(ew + ".subs_kernel_size", std::to_string(c.subsampling_kernel) + " is not a positive odd number");
+  // v3's convolution module may normalise with LayerNorm (kept under the batch norm's name).
+  c.conv_norm = json_str(enc, "conv_norm_type", ew, "batch_norm");
+  if (c.conv_norm != "batch_norm" && c.conv_norm != "layer_norm")
+    fail(ew + ".conv_norm_type", "'" + c.conv_norm + "' is not supported (batch_norm, layer_norm)");
   c.n_mels = json_int(enc, "feat_in", ew, 64);
   c.d_model = json_int(enc, "d_model", ew, 768);
   c.n_layers = json_int(enc, "n_layers", ew, 16);
@@ -489,9 +538,20 @@ ConformerConfig conformer_config_from_gigaam(const nlohmann::json& cfg, const st
   if (c.mel.sample_rate <= 0 || c.mel.sample_rate % 100 != 0)
     fail(where + ".preprocessor.sample_rate", std::to_string(c.mel.sample_rate) + " is not a positive multiple of 100");
   if (c.mel.n_mels != c.n_mels) fail(where, "preprocessor.features differs from encoder.feat_in");
-  // gigaam.preprocess.FeatureExtractor: torchaudio MelSpectrogram, n_fft = win = sr / 40, hop = sr / 100.
-  c.mel.n_fft = c.mel.win_length = c.mel.sample_rate / 40;
-  c.mel.hop_length = c.mel.sample_rate / 100;
+  // gigaam.preprocess.FeatureExtractor: torchaudio MelSpectrogram, n_fft = win = sr / 40, hop = sr / 100,
+  // centred; v3 configs set n_fft, win_length, hop_length and center (320, 320, 160, false). Their
+  // mel_scale / mel_norm keys are not read by gigaam (torchaudio's defaults, htk / none, apply).
+  const std::string pw = where + ".preprocessor";
+  c.mel.win_length = static_cast<int>(json_int(pre, "win_length", pw, c.mel.sample_rate / 40));
+  c.mel.n_fft = static_cast<int>(json_int(pre, "n_fft", pw, c.mel.sample_rate / 40));
+  c.mel.hop_length = static_cast<int>(json_int(pre, "hop_length", pw, c.mel.sample_rate / 100));
+  if (c.mel.win_length <= 0 || c.mel.hop_length <= 0 || c.mel.n_fft < c.mel.win_length || c.mel.n_fft > 65536)
+    fail(pw, "n_fft " + std::to_string(c.mel.n_fft) + ", win_length " + std::to_string(c.mel.win_length) +
+                 ", hop_length " + std::to_string(c.mel.hop_length) + " are not positive with win_length <= n_fft");
+  if (pre.contains("center") && !pre["center"].is_null()) {
+    if (!pre["center"].is_boolean()) fail(pw + ".center", "is " + pre["center"].dump() + ", not a boolean");
+    c.mel.center = pre["center"].get<bool>();
+  }
   c.mel.preemphasis = 0.0f;
   c.mel.window = "hann_periodic";
   c.mel.pad_mode = "reflect";

@@ -5,7 +5,8 @@
 //   mean/std over the valid frames (NeMo's seq_len drops the last centred frame).
 // - GigaAM's FeatureExtractor: torchaudio MelSpectrogram (reflect padding, periodic Hann, HTK mel
 //   scale without area normalisation) then log(clamp(x, 1e-9, 1e9)); every frame kept.
-// The STFT runs in double precision (FFTW); the references are torch's f32 STFTs.
+// The STFT runs in double precision (FFTW); the references are torch's f32 STFTs. A window and
+// filterbank the checkpoint stores (c.window_values, c.filterbank) replace the computed ones.
 #include "pipeline/conformer_features.h"
 
 #include <fftw3.h>
@@ -47,9 +48,25 @@ struct MelRow {
   std::vector<double> weights;
 };
 
+// A filterbank's row kept from its first to its last nonzero weight.
+MelRow trimmed(const std::vector<double>& w) {
+  const int bins = static_cast<int>(w.size());
+  int lo = 0, hi = bins;
+  while (lo < bins && w[lo] == 0.0) ++lo;
+  while (hi > lo && w[hi - 1] == 0.0) --hi;
+  return {lo, std::vector<double>(w.begin() + lo, w.begin() + hi)};
+}
+
 std::vector<MelRow> filterbank(const ConformerMelConfig& c) {
   const bool htk = c.mel_scale == "htk";
   const int bins = c.n_fft / 2 + 1;
+  if (!c.filterbank.empty()) {  // the checkpoint's own values
+    std::vector<MelRow> rows(c.n_mels);
+    for (int m = 0; m < c.n_mels; ++m)
+      rows[m] = trimmed(std::vector<double>(c.filterbank.begin() + static_cast<size_t>(m) * bins,
+                                            c.filterbank.begin() + static_cast<size_t>(m + 1) * bins));
+    return rows;
+  }
   const double max_mel = hz_to_mel(c.sample_rate / 2.0, htk);
   std::vector<double> edges(c.n_mels + 2);
   for (int i = 0; i < c.n_mels + 2; ++i) edges[i] = mel_to_hz(max_mel * i / (c.n_mels + 1), htk);
@@ -63,11 +80,7 @@ std::vector<MelRow> filterbank(const ConformerMelConfig& c) {
       const double upper = (edges[m + 2] - f) / (edges[m + 2] - edges[m + 1]);
       w[k] = std::max(0.0, std::min(lower, upper)) * norm;
     }
-    int lo = 0, hi = bins;
-    while (lo < bins && w[lo] == 0.0) ++lo;
-    while (hi > lo && w[hi - 1] == 0.0) --hi;
-    rows[m].first = lo;
-    rows[m].weights.assign(w.begin() + lo, w.begin() + hi);
+    rows[m] = trimmed(w);
   }
   return rows;
 }
@@ -76,6 +89,10 @@ std::vector<MelRow> filterbank(const ConformerMelConfig& c) {
 std::vector<double> window(const ConformerMelConfig& c) {
   std::vector<double> w(c.n_fft, 0.0);
   const int left = (c.n_fft - c.win_length) / 2;
+  if (!c.window_values.empty()) {  // the checkpoint's own values
+    std::copy(c.window_values.begin(), c.window_values.end(), w.begin() + left);
+    return w;
+  }
   const bool periodic = c.window.ends_with("_periodic");  // torch.hann_window's default
   const std::string kind = periodic ? c.window.substr(0, c.window.size() - 9) : c.window;
   const double denom = periodic ? c.win_length : std::max(1, c.win_length - 1);
@@ -128,6 +145,16 @@ void check(const ConformerMelConfig& c) {
   if (c.normalize != "per_feature" && c.normalize != "none")
     bad("normalize '" + c.normalize + "' is not per_feature or none");
   if (!std::isfinite(c.preemphasis) || !std::isfinite(c.log_guard)) bad("preemphasis and log_guard must be finite");
+  if (!c.window_values.empty() && c.window_values.size() != static_cast<size_t>(c.win_length))
+    bad("the given window has " + std::to_string(c.window_values.size()) + " values, not win_length = " +
+        std::to_string(c.win_length));
+  const size_t fb_size = static_cast<size_t>(c.n_mels) * (c.n_fft / 2 + 1);
+  if (!c.filterbank.empty() && c.filterbank.size() != fb_size)
+    bad("the given filterbank has " + std::to_string(c.filterbank.size()) + " values, not n_mels x (n_fft / 2 + 1) = " +
+        std::to_string(fb_size));
+  for (const std::vector<float>* v : {&c.window_values, &c.filterbank})
+    for (float x : *v)
+      if (!std::isfinite(x)) bad("the given window or filterbank has a value that is not finite");
 }
 
 }  // namespace

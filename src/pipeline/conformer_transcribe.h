@@ -3,7 +3,8 @@
 // and segments with times from the frames where their tokens were emitted.
 //
 // Long audio: audio up to `chunk_seconds` is encoded in one pass (exactly what the upstream
-// implementations do). Longer audio is cut into chunks of `chunk_seconds` that overlap by
+// implementations do; 60 s by default, where attention is still a small part of an encoder pass:
+// 750 frames at 8x subsampling, and every chunk border costs 2 x context_seconds of re-encoding). Longer audio is cut into chunks of `chunk_seconds` that overlap by
 // `context_seconds` on each side: each chunk is encoded with its context, and only the frames of
 // its own span are kept, so every kept frame saw at least `context_seconds` of audio on both
 // sides (or the file's edge). The head then decodes the joined frames in one pass, so RNN-T/TDT
@@ -19,7 +20,7 @@
 namespace xdna {
 
 struct ConformerChunking {
-  double chunk_seconds = 30.0;   // kept span of one encoder pass
+  double chunk_seconds = 60.0;   // kept span of one encoder pass
   double context_seconds = 4.0;  // extra audio each side, encoded and dropped
 };
 
