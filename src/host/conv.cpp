@@ -248,11 +248,11 @@ static bool use_direct(const ConvParams& p, int64_t Kw, int64_t Wo) {
 }
 
 static void conv2d_direct(const Tensor& x, const Tensor& w, const ConvParams& p, int64_t Ho, int64_t Wo,
-                          const EpilogueRows& ep, bool constant_weights, Tensor& y) {
+                          const EpilogueRows& ep, bool constant_weights, int64_t shuffle, Tensor& y) {
   const auto packed = conv_weights(w, 1, kDirectConvMR, constant_weights);
   const DirectConv c{x.data<float>(), packed->panel(0, 0), y.data<float>(), x.dim(0), x.dim(1), x.dim(2),
                      w.dim(0), w.dim(2), w.dim(3), p.padding[0], p.padding[1], Ho, Wo, ep,
-                     kConvKC, conv_kernels_avx512().epilogue};
+                     kConvKC, shuffle == 2 ? 2 : 0};
   // Threads take output rows (all channel blocks of one row: its input rows stay in L2) from a
   // shared counter instead of fixed halves: on a loaded machine a descheduled thread's rows are
   // taken by the others instead of being waited for.
@@ -305,19 +305,28 @@ void conv2d_into(const Tensor& x_in, const Tensor& w, const Tensor* bias, const 
                         " must be f32 " + shape_str(want));
     r = e.residual->contiguous();
   }
-  const bool reuse = y.defined() && y.dtype() == DType::F32 && y.is_contiguous() &&
+  const int64_t r_sh = e.pixel_shuffle;
+  if (r_sh < 1 || Cout % (r_sh * r_sh))
+    bad("conv2d", "pixel_shuffle " + std::to_string(r_sh) + " does not divide the " + std::to_string(Cout) +
+                      " output channels into r^2 groups");
+  const Shape out_shape{Cout / (r_sh * r_sh), Ho * r_sh, Wo * r_sh};
+  const bool direct = use_direct(p, Kw, Wo) && G == 1;
+  const bool fused = r_sh == 1 || (r_sh == 2 && direct);  // else: conv, then a separate shuffle
+  const bool reuse = fused && y.defined() && y.dtype() == DType::F32 && y.is_contiguous() &&
                      y.numel() == Cout * Ho * Wo && y.buffer() != x.buffer() &&
                      (!r.defined() || y.buffer() != r.buffer());
-  y = reuse ? y.reshape({Cout, Ho, Wo}) : Tensor::empty({Cout, Ho, Wo});
+  y = reuse ? y.reshape(fused ? out_shape : Shape{Cout, Ho, Wo})
+            : Tensor::empty(fused ? out_shape : Shape{Cout, Ho, Wo});
   if (y.numel() == 0) return;
   const EpilogueRows ep{b.defined() ? b.data<float>() : nullptr, r.defined() ? r.data<float>() : nullptr,
                         e.res_scale, e.lo, e.hi, Ho * Wo};
   if (G > 1 && G == Cin)
     conv2d_depthwise(x, w, p, Ho, Wo, ep, y);
-  else if (use_direct(p, Kw, Wo))
-    conv2d_direct(x, w, p, Ho, Wo, ep, e.constant_weights, y);
+  else if (direct)
+    conv2d_direct(x, w, p, Ho, Wo, ep, e.constant_weights, r_sh, y);
   else
     conv2d_im2col(x, w, p, Ho, Wo, ep, e.constant_weights, y);
+  if (!fused) y = pixel_shuffle(y, r_sh);
 }
 
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride,

@@ -19,7 +19,9 @@ struct ConvParams {
 // separate bias / ReLU / residual passes over the activations):
 //   y = clamp(res_scale (conv + bias) + residual, lo, hi)
 // ReLU is lo = 0; ReLU6 adds hi = 6; residual (optional) has the output's shape and must not
-// share y's buffer. constant_weights says w is never rewritten: its GEMM packing is then kept
+// share y's buffer. pixel_shuffle r > 1 makes y pixel_shuffle(result, r), [Cout / r^2, Ho r, Wo r]
+// (the residual still has the unshuffled shape): the direct kernel stores r = 2 straight into
+// that layout, sparing super-resolution's largest buffer. constant_weights says w is never rewritten: its GEMM packing is then kept
 // (keyed by w's buffer, which the cache holds) instead of being redone on every call.
 struct ConvEpilogue {
   float lo = -std::numeric_limits<float>::infinity();
@@ -27,6 +29,7 @@ struct ConvEpilogue {
   const Tensor* residual = nullptr;
   float res_scale = 1.0f;
   bool constant_weights = false;
+  int64_t pixel_shuffle = 1;
 };
 
 // x [Cin, H, W] f32, w [Cout, Cin / groups, Kh, Kw] any weight dtype, bias [Cout] -> [Cout, Ho, Wo]

@@ -24,6 +24,65 @@ inline __mmask16 column_mask(int64_t c, int64_t W) {
   return static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
 }
 
+// pixel_shuffle(conv, 2) stored directly: channel o = 4 c + 2 i + j goes to out[c, 2 oh + i, 2 w + j],
+// so rows (o, o + 1) of the tile (j = 0, 1) interleave into two vectors of one output row.
+template <int NV>
+void store_shuffled(const DirectConv& c, const __m512 (&t)[MR][NV], int64_t oh, int64_t o0, int64_t mr, int64_t ow0,
+                    const __mmask16 (&valid)[NV]) {
+  const __m512i first = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(8));
+  const int64_t Wy = 2 * c.Wo;
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; r += 2) {
+    if (r >= mr) break;
+    const int64_t o = o0 + r, ch = o / 4, i = (o / 2) % 2;
+    float* out = c.y + (ch * 2 * c.Ho + 2 * oh + i) * Wy + 2 * ow0;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      // n valid positions (a prefix of the vector) -> 2 n output lanes over the two vectors.
+      const int n = __builtin_popcount(valid[v]);
+      const __mmask16 m0 = static_cast<__mmask16>((1u << std::min(16, 2 * n)) - 1);
+      const __mmask16 m1 = static_cast<__mmask16>((1u << std::max(0, 2 * n - 16)) - 1);
+      _mm512_mask_storeu_ps(out + 32 * v, m0, _mm512_permutex2var_ps(t[r][v], first, t[r + 1][v]));
+      _mm512_mask_storeu_ps(out + 32 * v + 16, m1, _mm512_permutex2var_ps(t[r][v], second, t[r + 1][v]));
+    }
+  }
+}
+
+// The epilogue on the summed tile, with the same operations as conv_kernels_impl.h's epilogue
+// built for AVX-512 (s (y + b), fused with + residual, then max(lo, .), min(hi, .)): bit-identical
+// to the GEMM path without storing the tile and reading it back. Not inlined: inside tile() its
+// extra live values made the compiler spill an accumulator in the FMA loop.
+template <int NV>
+[[gnu::noinline]] void finish(const DirectConv& c, __m512 (&total)[MR][NV], int64_t oh, int64_t o0, int64_t mr,
+                              int64_t ow0) {
+  const EpilogueRows& ep = c.ep;
+  const int64_t P = ep.P, pos = oh * c.Wo + ow0;
+  __mmask16 store[NV];
+  for (int v = 0; v < NV; ++v) store[v] = column_mask(ow0 + 16 * v, c.Wo);
+  const __m512 s = _mm512_set1_ps(ep.scale), lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    if (r >= mr) break;
+    const __m512 b = _mm512_set1_ps(ep.bias ? ep.bias[o0 + r] : 0.0f);
+    const float* res = ep.residual ? ep.residual + (o0 + r) * P + pos : nullptr;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      __m512 t = _mm512_add_ps(total[r][v], b);
+      t = res ? _mm512_fmadd_ps(s, t, _mm512_maskz_loadu_ps(store[v], res + 16 * v)) : _mm512_mul_ps(s, t);
+      total[r][v] = _mm512_min_ps(hi, _mm512_max_ps(lo, t));
+    }
+  }
+  if (c.shuffle == 2) return store_shuffled<NV>(c, total, oh, o0, mr, ow0, store);
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    if (r >= mr) break;
+    float* out = c.y + (o0 + r) * P + pos;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, store[v], total[r][v]);
+  }
+}
+
 // Output row oh, channels o0 .. o0 + mr, positions ow0 .. ow0 + 16 NV (only those < Wo stored).
 template <int NV, bool kMasked, int KW>
 void tile(const DirectConv& c, const float* wb, int64_t oh, int64_t o0, int64_t mr, int64_t ow0) {
@@ -88,19 +147,7 @@ void tile(const DirectConv& c, const float* wb, int64_t oh, int64_t o0, int64_t 
     }
   }
   flush();
-  // Stored, then the same epilogue function the GEMM path runs (bit-identical results) while
-  // the tile is in L1.
-  const int64_t P = c.ep.P, pos = oh * c.Wo + ow0, n = std::min<int64_t>(16 * NV, c.Wo - ow0);
-  __mmask16 store[NV];
-  for (int v = 0; v < NV; ++v) store[v] = column_mask(ow0 + 16 * v, c.Wo);
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
-    if (r >= mr) break;
-    float* out = c.y + (o0 + r) * P + pos;
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, store[v], total[r][v]);
-  }
-  c.epilogue(c.ep, c.y, o0, mr, pos, n);
+  finish<NV>(c, total, oh, o0, mr, ow0);
 }
 
 template <int NV>
@@ -124,12 +171,17 @@ void conv2d_direct_avx512(const DirectConv& c, int64_t it0, int64_t it1) {
   for (int64_t it = it0; it < it1; ++it) {
     const int64_t oh = it / blocks, b = it % blocks, o0 = b * MR, mr = std::min<int64_t>(MR, c.cout - o0);
     const float* wb = c.w + b * kdim * MR;
-    // Tiles of 3 vectors (24 accumulators + 3 inputs + 1 weight of the 32 registers), the last
-    // one or two vectors as a narrower tile.
+    // Tiles of 3 vectors (24 accumulators + 3 inputs + 1 weight of the 32 registers) inside the
+    // row, 2 vectors at its ends: there the masked loads' masks also take registers, and a masked
+    // 3-vector tile ran 1.7x slower per output than a 2-vector one. What the threes leave is
+    // taken in 2-vector tiles, never a lone 1-vector one (a broadcast per FMA: 1.5x slower).
+    const int64_t ends = vectors >= 4 ? 2 : 0, middle = vectors - 2 * ends;
+    const int64_t threes = (middle - (middle % 3 == 2 ? 2 : middle % 3 == 1 && middle >= 4 ? 4 : 0)) / 3;
     int64_t v = 0;
-    for (; v + 3 <= vectors; v += 3) tile_any<3>(c, wb, oh, o0, mr, 16 * v);
-    if (vectors - v == 2) tile_any<2>(c, wb, oh, o0, mr, 16 * v);
-    else if (vectors - v == 1) tile_any<1>(c, wb, oh, o0, mr, 16 * v);
+    if (ends) tile_any<2>(c, wb, oh, o0, mr, 0), v = 2;
+    for (int64_t t = 0; t < threes; ++t, v += 3) tile_any<3>(c, wb, oh, o0, mr, 16 * v);
+    for (; v + 2 <= vectors; v += 2) tile_any<2>(c, wb, oh, o0, mr, 16 * v);
+    if (v < vectors) tile_any<1>(c, wb, oh, o0, mr, 16 * v);
   }
 }
 

@@ -39,7 +39,7 @@ namespace xdna::host {
 // each output row is computed as 8 output channels x up to 48 positions held in AVX-512
 // registers across all Cin Kh Kw taps, the epilogue run while the tile is in L1. No patch
 // copy (im2col copied every input value Kh Kw times) and 8-channel tiles that divide 64.
-// Bit-identical to the GEMM path (same K slices, same epilogue function).
+// Bit-identical to the GEMM path (same K slices, the epilogue's operations in the same order).
 struct DirectConv {
   const float* x;   // [cin, H, W]
   const float* w;   // packed: block b of 8 output channels at b kdim 8, w[k 8 + r] (kdim = cin Kh Kw)
@@ -47,7 +47,7 @@ struct DirectConv {
   int64_t cin, H, W, cout, Kh, Kw, pad_h, pad_w, Ho, Wo;
   EpilogueRows ep;  // ep.P = Ho Wo
   int64_t kc;       // the GEMM path's K slice (conv.cpp kConvKC): sums are split the same way
-  void (*epilogue)(const EpilogueRows& ep, float* y, int64_t o, int64_t rows, int64_t p0, int64_t n);
+  int64_t shuffle;  // 2: y is pixel_shuffle(conv, 2), [cout / 4, 2 Ho, 2 Wo] (cout % 4 == 0); else 0
 };
 constexpr int64_t kDirectConvMR = 8;
 // Work items it = oh * blocks + b for it in [it0, it1), blocks = ceil(cout / 8).

@@ -550,6 +550,14 @@ Tensor run_upscaler(const UpscalerNet& net, const Tensor& x) {
           }
         }
         if (!e.residual) e.res_scale = 1.0f;  // the Rescale then runs as its own layer
+        // conv -> PixelShuffle (ESPCN / EDSR upsamplers): the conv stores the shuffled layout
+        // itself, sparing the largest buffer of the network (and its page faults). The activation
+        // is pointwise, so it may run after the shuffle.
+        if (!e.residual && readers[li] == 1 && li + 1 < net.layers.size() &&
+            net.layers[li + 1].kind == UpLayerKind::PixelShuffle && net.layers[li + 1].inputs[0] == int(li)) {
+          e.pixel_shuffle = net.layers[li + 1].block;
+          absorbed[li + 1] = true;
+        }
         run_conv(u, in, y, e);
         if (!act_done) activate_inplace(y, u.act, u.alpha, u.max_value);
         break;

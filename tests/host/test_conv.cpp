@@ -270,3 +270,46 @@ TEST(Conv, MatchesDirectLoopOnWideRows) {
   for (const Case& c : kDirectCases) expect_matches(c, seed += 10);
   force_isa(before);
 }
+
+// pixel_shuffle fused into the conv's store (the direct kernel writes r = 2 in place; other r
+// and other ISAs shuffle afterwards) gives exactly pixel_shuffle of the unfused result.
+TEST(Conv, FusedPixelShuffleEqualsSeparateShuffle) {
+  struct Shape4 { int64_t cin, cout, h, w, r; };
+  const Shape4 cases[] = {{5, 12, 6, 70, 2},   // ragged last vector and a 4-channel tile
+                          {8, 16, 5, 64, 2},   // two full 8-channel tiles
+                          {4, 18, 4, 66, 3}};  // r = 3: conv, then a separate shuffle
+  const Isa before = active_isa();
+  for (const Isa isa : {before, Isa::Avx2}) {
+    if (isa != before && before == Isa::Scalar) continue;
+    force_isa(isa);
+    uint32_t seed = 4100;
+    for (const Shape4& s : cases) {
+      SCOPED_TRACE(::testing::Message() << "cout " << s.cout << " w " << s.w << " r " << s.r);
+      const Tensor x = random_tensor({s.cin, s.h, s.w}, seed += 10);
+      const Tensor w = random_tensor({s.cout, s.cin, 3, 3}, seed + 1);
+      const Tensor b = random_tensor({s.cout}, seed + 2);
+      const Tensor res = random_tensor({s.cout, s.h, s.w}, seed + 3);
+      ConvParams p;
+      p.padding[0] = p.padding[1] = 1;
+      ConvEpilogue e;
+      e.lo = -0.5f;
+      e.residual = &res;
+      Tensor plain;
+      conv2d_into(x, w, &b, p, plain, e);
+      const Tensor want = pixel_shuffle(plain, s.r);
+      e.pixel_shuffle = s.r;
+      Tensor got = Tensor::empty({s.cout * s.h * s.w});  // a reusable buffer of the right size
+      conv2d_into(x, w, &b, p, got, e);
+      ASSERT_EQ(got.shape(), want.shape());
+      for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.data<float>()[i], want.data<float>()[i]) << "element " << i;
+    }
+  }
+  force_isa(before);
+  const Tensor x = random_tensor({2, 4, 64}, 1), w = random_tensor({6, 2, 3, 3}, 2);
+  ConvEpilogue bad;
+  bad.pixel_shuffle = 2;  // 6 channels are not groups of 4
+  Tensor y;
+  EXPECT_THROW(conv2d_into(x, w, nullptr, ConvParams{}, y, bad), std::invalid_argument);
+  bad.pixel_shuffle = 0;
+  EXPECT_THROW(conv2d_into(x, w, nullptr, ConvParams{}, y, bad), std::invalid_argument);
+}
