@@ -177,6 +177,8 @@ struct DeviceBackends {
   // op with the reason in placement_text() (pipeline/llm_npu_fused.h). Null off npu-sim.
   std::shared_ptr<NpuSimFusedDecode> fused_decode(const LanguageModel& lm) {
     if (used == "npu-sim" && !fused) fused = NpuSimFusedDecode::prepare(lm);
+    // --device npu: the same plan on the device (npu (needs hardware, unverified here))
+    if (used == "npu" && !fused && device.runtime()) fused = NpuSimFusedDecode::prepare(lm, *device.runtime());
     return fused;
   }
   // After a run: when a device fallback was taken, every op ran in its place.
@@ -192,7 +194,7 @@ struct DeviceBackends {
                         {"fallback_reason", fallback_reason.empty() ? nlohmann::json(nullptr)
                                                                     : nlohmann::json(fallback_reason)}};
     if (used == "npu-sim") j["op_fallback_reasons"] = sim.refusals();
-    if (used == "npu-sim" && fused) j["decode"] = fused->placement_json();
+    if ((used == "npu-sim" || used == "npu") && fused) j["decode"] = fused->placement_json();
     if (used == "npu") {
       j["op_fallback_reasons"] = device.refusals();
       j["artifacts"] = artifacts_note;
@@ -209,7 +211,7 @@ struct DeviceBackends {
         used == "npu" ? &device.refusals() : used == "npu-sim" ? &sim.refusals() : nullptr;
     if (why)
       for (const auto& [op, reason] : *why) s += "npu: " + op + " on the host: " + reason + "\n";
-    if (used == "npu-sim" && fused) s += fused->placement_text();
+    if ((used == "npu-sim" || used == "npu") && fused) s += fused->placement_text();
     return s;
   }
 };

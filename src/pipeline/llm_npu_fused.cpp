@@ -1,5 +1,6 @@
 #include "pipeline/llm_npu_fused.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -133,6 +134,22 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
   return f;
 }
 
+std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageModel& lm, npu::DeviceRuntime& device) {
+  std::shared_ptr<NpuSimFusedDecode> f = prepare(lm);
+  f->for_device_ = true;
+  if (!f->enabled()) return f;
+  if (const std::string why = npu::fused_device_refusal(device, f->model_); !why.empty()) {
+    f->refusal_ = why;
+    f->model_ = {};
+    return f;
+  }
+  f->device_ = std::make_unique<npu::DeviceFusedDecoder>(device, f->model_, lm.context_length());
+  for (size_t i = 0; i < f->model_.layers.size(); ++i)
+    f->device_weight_bytes_ += int64_t(f->device_->layer_weights(i).size() + f->device_->layer_weights_rest(i).size());
+  f->device_weight_bytes_ += int64_t(f->device_->head_weights().size());
+  return f;
+}
+
 std::unique_ptr<NpuSimFusedDecode::Sequence> NpuSimFusedDecode::begin(const DecoderState& host) const {
   if (!enabled()) throw std::logic_error("npu-sim fused decode is off for this model: " + refusal_);
   auto seq = std::make_unique<Sequence>(Sequence{npu::SimDecoderState(model_, host.context_length())});
@@ -157,6 +174,23 @@ std::unique_ptr<NpuSimFusedDecode::Sequence> NpuSimFusedDecode::begin(const Deco
 }
 
 std::vector<float> NpuSimFusedDecode::decode(Sequence& seq, int32_t id, RunReport& report) {
+  if (device_) {  // one command chain on the device; the ops as npu-sim lists them, on "npu"
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> logits = device_->decode(id, seq.state);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const std::vector<npu::Design> designs = npu::fused_token_designs(model_, seq.state.position - 1);
+    report.ops.push_back({"embed", OpKind::Embedding, "host", false, 0.0});
+    for (size_t i = 0; i < designs.size(); ++i) {
+      const bool head = i + 1 == designs.size();
+      const std::string node = head ? "final_norm+output" : "L" + std::to_string(i) + ".decode_layer";
+      report.ops.push_back({node + " [" + designs[i].name + "]", head ? OpKind::MatMul : OpKind::Attention, "npu",
+                            false, i == 0 ? ms : 0.0});
+      ++stats_.designs[designs[i].name];
+    }
+    ++stats_.tokens;
+    ++stats_.dispatches;  // one EXEC_CMD (the chain)
+    return logits;
+  }
   npu::SimTokenResult r = npu::fused_decode_token(model_, id, seq.state);
   report.ops.insert(report.ops.end(), r.report.ops.begin(), r.report.ops.end());
   ++stats_.tokens;
@@ -170,7 +204,18 @@ std::vector<float> NpuSimFusedDecode::decode(Sequence& seq, int32_t id, RunRepor
 }
 
 std::string NpuSimFusedDecode::placement_text() const {
-  if (!enabled()) return "npu-sim: decode ran op by op, not fused: " + refusal_ + "\n";
+  if (!enabled())
+    return std::string(for_device_ ? "npu" : "npu-sim") + ": decode ran op by op, not fused: " + refusal_ + "\n";
+  if (device_) {
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "npu: decode ran fused on the device: 1 command chain per token (%lld decode_layer + 1 lm_head "
+                  "invocations, bf16), %lld tokens; %.2f MB of weights uploaded once into resident buffers "
+                  "[npu (needs hardware, unverified here)]\n",
+                  static_cast<long long>(invocations_per_token_ - 1), static_cast<long long>(stats_.tokens),
+                  double(device_weight_bytes_) / 1e6);
+    return line;
+  }
   if (stats_.tokens == 0)
     return "npu-sim: decode fused: 1 dispatch per token (" + std::to_string(invocations_per_token_ - 1) +
            " decode_layer + 1 lm_head invocations, bf16); no decode token has run yet\n";
@@ -196,6 +241,15 @@ nlohmann::json NpuSimFusedDecode::placement_json() const {
     return j;
   }
   const double t = stats_.tokens ? double(stats_.tokens) : 1.0;
+  if (device_) {
+    j["label"] = "npu (needs hardware, unverified here)";
+    j["tokens"] = stats_.tokens;
+    j["invocations_per_token"] = invocations_per_token_;
+    j["command_chains_per_token"] = double(stats_.dispatches) / t;
+    j["resident_weight_bytes"] = device_weight_bytes_;
+    j["designs"] = stats_.designs;
+    return j;
+  }
   j["label"] = std::string(npu::kModelledLabel);
   j["tokens"] = stats_.tokens;
   j["invocations_per_token"] = invocations_per_token_;

@@ -5,6 +5,9 @@
 // host KV cache holds in f32 [pos][kv_head][dim], is then rounded to bf16 and laid out as the
 // fused design reads it (SimKvCache: [kv_head][pos][dim]).
 //
+// With `--device npu` (prepare(lm, device)) the same invocations run on the device instead
+// (npu/runtime/fused_decoder.h); the prefill then ran op by op on the NpuBackend.
+//
 // Only models whose every layer is a bf16 decode_layer npu-sim executes take this path; for any
 // other model prepare() says why (refusal()) and generation runs op by op as before. Callers
 // print placement_text(), so the choice is never silent.
@@ -23,6 +26,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/graph.h"
+#include "npu/runtime/fused_decoder.h"
 #include "npu/sim_exec_decoder.h"
 
 namespace xdna {
@@ -35,6 +39,14 @@ class NpuSimFusedDecode {
   // The fused plan's model for `lm` at its context length (weights copied as f32; the packing
   // rounds them to bf16), or an object whose refusal() says why npu-sim cannot run it fused.
   static std::shared_ptr<NpuSimFusedDecode> prepare(const LanguageModel& lm);
+  // `--device npu`: the same plan and refusals, run on `device` (npu/runtime/fused_decoder.h:
+  // weights uploaded once here, one command chain per token). Also refused, with the reason,
+  // when the device's artifacts lack the decode_layer or lm_head design; decode then runs op by
+  // op on the NpuBackend. npu (needs hardware, unverified here).
+  static std::shared_ptr<NpuSimFusedDecode> prepare(const LanguageModel& lm, npu::DeviceRuntime& device);
+  bool on_device() const { return device_ != nullptr; }
+  // The fused plan's model (weights as f32): what npu-sim runs and the device decoder uploads.
+  const npu::SimDecoderModel& model() const { return model_; }
 
   bool enabled() const { return refusal_.empty(); }
   // Why decode runs op by op (empty when fused): every reason found, joined by "; ".
@@ -67,6 +79,9 @@ class NpuSimFusedDecode {
   std::string refusal_;
   npu::SimDecoderModel model_;
   int64_t invocations_per_token_ = 0;  // decode_layer per layer + lm_head
+  std::unique_ptr<npu::DeviceFusedDecoder> device_;  // --device npu (after model_: it reads it)
+  int64_t device_weight_bytes_ = 0;                  // uploaded once into resident BOs
+  bool for_device_ = false;                          // prepared for --device npu (refused or not)
   Stats stats_;
 };
 

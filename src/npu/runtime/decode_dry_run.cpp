@@ -16,6 +16,7 @@
 #include "npu/design_families.h"
 #include "npu/driver/amdxdna_uapi.h"
 #include "npu/driver/ert.h"
+#include "npu/runtime/fused_decoder.h"
 
 namespace fs = std::filesystem;
 
@@ -344,6 +345,80 @@ DecodeDryRun decode_dry_run(const DecoderPlanInput& model, const DecoderPlanOpti
   return r;
 }
 
+namespace {
+
+// The invocations' packets and instruction-stream hashes of a run whose records and
+// submissions are in `r`, read from `rec` while its BOs live.
+void collect_commands(DecodeDryRun& r, const driver::DryRunIo& rec) {
+  // The invocations' own packets: as submitted, or the sub-commands a chain lists (read from
+  // their CMD BOs: each is written once per sequence).
+  for (const driver::SubmittedCommand& c : r.submissions) {
+    if (c.words.empty() || ert::decode_header(c.words[0]).opcode != ert::Opcode::CmdChain) {
+      r.commands.push_back(c);
+      continue;
+    }
+    for (uint32_t h : ert::decode_cmd_chain(c.words).command_bo_handles) {
+      const std::vector<uint8_t>& b = rec.bo_bytes(h);
+      driver::SubmittedCommand sub;
+      sub.bo_handle = h;
+      sub.words.resize(b.size() / 4);
+      std::memcpy(sub.words.data(), b.data(), sub.words.size() * 4);
+      r.commands.push_back(std::move(sub));
+    }
+  }
+  // Instruction streams as the device would read them: the BO behind each command's instr address.
+  std::map<uint64_t, uint32_t> bo_at;  // xdna_addr -> handle, from every GET_BO_INFO reply so far
+  for (const driver::IoctlRecord& x2 : rec.records())
+    if (x2.call == "GET_BO_INFO") {
+      const auto a = load<uapi::get_bo_info>(x2.out);
+      bo_at[a.xdna_addr] = a.handle;
+    }
+  for (const driver::SubmittedCommand& c : r.commands) {
+    const nlohmann::json dc = describe_command(c.words);
+    const uint64_t addr = std::stoull(dc["kernel_args"]["instr"].get<std::string>(), nullptr, 16);
+    const uint32_t ninstr = dc["kernel_args"]["ninstr"];
+    const std::vector<uint8_t>& bytes = rec.bo_bytes(bo_at.at(addr));
+    r.insts_sha256[addr] = sha256_hex(bytes.data(), std::min<size_t>(bytes.size(), size_t(ninstr) * 4));
+  }
+}
+
+// The golden form of `r` (decoded, deterministic).
+nlohmann::json dry_run_transcript(const DecodeDryRun& r, int columns, const DeviceRuntimeOptions& runtime) {
+  nlohmann::json calls = nlohmann::json::array();
+  for (const driver::IoctlRecord& x2 : r.records) calls.push_back(describe_record(x2));
+  nlohmann::json cmds = nlohmann::json::array();
+  for (const driver::SubmittedCommand& c : r.commands) {
+    nlohmann::json j = describe_command(c.words);
+    j["bo_handle"] = c.bo_handle;
+    cmds.push_back(std::move(j));
+  }
+  nlohmann::json subs = nlohmann::json::array();
+  for (const driver::SubmittedCommand& c : r.submissions) {
+    nlohmann::json j = describe_command(c.words);
+    j["bo_handle"] = c.bo_handle;
+    subs.push_back(std::move(j));
+  }
+  const bool chained = runtime.submission == Submission::Chained;
+  nlohmann::json inv = nlohmann::json::array();
+  for (const Design& d : r.invocations) inv.push_back(d.name);
+  nlohmann::json streams = nlohmann::json::object();
+  for (const auto& [addr, sha] : r.insts_sha256) streams[hex(addr)] = sha;
+  return {{"columns", columns},
+          {"packet", runtime.packet == CommandPacket::StartCu ? "START_CU" : "START_NPU"},
+          {"submission", chained ? "chained" : "per command"},
+          {"note", chained ? "dry run over DryRunIo: placeholder PDIs, zero-filled buffers, one EXEC_CMD per "
+                             "CMD_CHAIN of up to 64 invocations"
+                           : "dry run over DryRunIo: placeholder PDIs, zero-filled buffers, one EXEC_CMD per "
+                             "invocation"},
+          {"invocations", inv},
+          {"calls", calls},
+          {"submitted", subs},
+          {"commands", cmds},
+          {"instruction_streams_sha256", streams}};
+}
+
+}  // namespace
+
 DecodeDryRun dry_run_designs(std::vector<Design> invocations, const std::string& work_dir, int columns,
                              DeviceRuntimeOptions runtime) {
   DecodeDryRun r;
@@ -368,69 +443,50 @@ DecodeDryRun dry_run_designs(std::vector<Design> invocations, const std::string&
     rt.run_sequence(calls);  // the buffers map is complete: its vectors no longer move
     r.records = rec->records();
     r.submissions = rec->submitted();
-    // The invocations' own packets: as submitted, or the sub-commands a chain lists (read from
-    // their CMD BOs: each is written once per sequence).
-    for (const driver::SubmittedCommand& c : r.submissions) {
-      if (c.words.empty() || ert::decode_header(c.words[0]).opcode != ert::Opcode::CmdChain) {
-        r.commands.push_back(c);
-        continue;
-      }
-      for (uint32_t h : ert::decode_cmd_chain(c.words).command_bo_handles) {
-        const std::vector<uint8_t>& b = rec->bo_bytes(h);
-        driver::SubmittedCommand sub;
-        sub.bo_handle = h;
-        sub.words.resize(b.size() / 4);
-        std::memcpy(sub.words.data(), b.data(), sub.words.size() * 4);
-        r.commands.push_back(std::move(sub));
-      }
-    }
-    // Instruction streams as the device would read them: the BO behind each command's instr address.
-    std::map<uint64_t, uint32_t> bo_at;  // xdna_addr -> handle, from GET_BO_INFO replies
-    for (const driver::IoctlRecord& x2 : r.records)
-      if (x2.call == "GET_BO_INFO") {
-        const auto a = load<uapi::get_bo_info>(x2.out);
-        bo_at[a.xdna_addr] = a.handle;
-      }
-    for (const driver::SubmittedCommand& c : r.commands) {
-      const nlohmann::json dc = describe_command(c.words);
-      const uint64_t addr = std::stoull(dc["kernel_args"]["instr"].get<std::string>(), nullptr, 16);
-      const uint32_t ninstr = dc["kernel_args"]["ninstr"];
-      const std::vector<uint8_t>& bytes = rec->bo_bytes(bo_at.at(addr));
-      r.insts_sha256[addr] = sha256_hex(bytes.data(), std::min<size_t>(bytes.size(), size_t(ninstr) * 4));
-    }
+    collect_commands(r, *rec);
   }
+  r.transcript = dry_run_transcript(r, columns, runtime);
+  return r;
+}
 
-  nlohmann::json calls = nlohmann::json::array();
-  for (const driver::IoctlRecord& x2 : r.records) calls.push_back(describe_record(x2));
-  nlohmann::json cmds = nlohmann::json::array();
-  for (const driver::SubmittedCommand& c : r.commands) {
-    nlohmann::json j = describe_command(c.words);
-    j["bo_handle"] = c.bo_handle;
-    cmds.push_back(std::move(j));
+FusedDeviceDryRun fused_device_dry_run(const SimDecoderModel& m, SimDecoderState state, std::span<const int32_t> ids,
+                                       const std::string& work_dir, DeviceRuntimeOptions runtime) {
+  FusedDeviceDryRun r;
+  artifacts::Manifest loaded =
+      write_placeholder_artifacts(fused_token_designs(m, state.position), work_dir, "decode", m.columns);
+  auto io = std::make_unique<driver::DryRunIo>();
+  driver::DryRunIo* rec = io.get();
+  DeviceRuntime rt(std::move(io), std::move(loaded), runtime);
+  const size_t open_records = rec->records().size();
+  const int64_t max_len = state.kv.empty() ? 0 : state.kv[0].max_len;
+  DeviceFusedDecoder dec(rt, m, max_len);
+  r.load_records.assign(rec->records().begin() + std::ptrdiff_t(open_records), rec->records().end());
+  for (int32_t id : ids) {
+    const size_t first_record = rec->records().size(), first_submission = rec->submitted().size();
+    const int64_t position = state.position;
+    r.logits.push_back(dec.decode(id, state));
+    DecodeDryRun t;
+    t.invocations = fused_token_designs(m, position);
+    t.records.assign(rec->records().begin() + std::ptrdiff_t(first_record), rec->records().end());
+    t.submissions.assign(rec->submitted().begin() + std::ptrdiff_t(first_submission), rec->submitted().end());
+    collect_commands(t, *rec);
+    t.transcript = dry_run_transcript(t, m.columns, runtime);
+    t.transcript["note"] = "fused decode on the device (npu/runtime/fused_decoder.h), one token after the load, over "
+                           "DryRunIo: placeholder PDIs, weights resident; npu (needs hardware, unverified here)";
+    t.transcript["position"] = position;
+    t.transcript["token"] = id;
+    r.tokens.push_back(std::move(t));
   }
-  nlohmann::json subs = nlohmann::json::array();
-  for (const driver::SubmittedCommand& c : r.submissions) {
-    nlohmann::json j = describe_command(c.words);
-    j["bo_handle"] = c.bo_handle;
-    subs.push_back(std::move(j));
-  }
-  const bool chained = runtime.submission == Submission::Chained;
-  nlohmann::json inv = nlohmann::json::array();
-  for (const Design& d : r.invocations) inv.push_back(d.name);
-  nlohmann::json streams = nlohmann::json::object();
-  for (const auto& [addr, sha] : r.insts_sha256) streams[hex(addr)] = sha;
-  r.transcript = {{"columns", columns},
-                  {"packet", runtime.packet == CommandPacket::StartCu ? "START_CU" : "START_NPU"},
-                  {"submission", chained ? "chained" : "per command"},
-                  {"note", chained ? "dry run over DryRunIo: placeholder PDIs, zero-filled buffers, one EXEC_CMD per "
-                                     "CMD_CHAIN of up to 64 invocations"
-                                   : "dry run over DryRunIo: placeholder PDIs, zero-filled buffers, one EXEC_CMD per "
-                                     "invocation"},
-                  {"invocations", inv},
-                  {"calls", calls},
-                  {"submitted", subs},
-                  {"commands", cmds},
-                  {"instruction_streams_sha256", streams}};
+  // Every BO still alive, as the device would hold it.
+  for (const driver::IoctlRecord& x : rec->records())
+    if (x.call == "CREATE_BO") {
+      const uint32_t h = load<uapi::create_bo>(x.out).handle;
+      try {
+        r.bo_contents[h] = rec->bo_bytes(h);
+      } catch (const std::exception&) {  // closed since
+      }
+    }
+  r.state = std::move(state);
   return r;
 }
 

@@ -7,6 +7,8 @@
 // default options one EXEC_CMD per CMD_CHAIN (all of a token's invocations fit one chain), with
 // Submission::PerCommand one EXEC_CMD per invocation.
 #pragma once
+#include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include "npu/driver/driver_io.h"
 #include "npu/planner.h"
 #include "npu/runtime/device_runtime.h"
+#include "npu/sim_exec_decoder.h"
 
 namespace xdna::npu {
 
@@ -53,6 +56,20 @@ DecodeDryRun decode_dry_run(const DecoderPlanInput& model, const DecoderPlanOpti
 // The same run for any list of invocations (plan left empty; transcript without model fields).
 DecodeDryRun dry_run_designs(std::vector<Design> invocations, const std::string& work_dir, int columns = 8,
                              DeviceRuntimeOptions runtime = {});
+
+// `--device npu`'s fused decode (runtime/fused_decoder.h) over DryRunIo: placeholder artifacts for
+// the token designs, the DeviceFusedDecoder built on them (the weights uploaded once), then one
+// decode() per id from `state` (e.g. positions a prefill filled). npu (needs hardware, unverified
+// here): DryRunIo computes nothing, so the logits and new K/V rows are zero.
+struct FusedDeviceDryRun {
+  std::vector<driver::IoctlRecord> load_records;  // the decoder's construction (after the device open)
+  std::vector<DecodeDryRun> tokens;               // per token: its ioctls, chain, commands, transcript
+  std::vector<std::vector<float>> logits;         // per token
+  std::map<uint32_t, std::vector<uint8_t>> bo_contents;  // every BO alive at the end, by handle
+  SimDecoderState state{SimDecoderModel{}, 0};    // after the last token
+};
+FusedDeviceDryRun fused_device_dry_run(const SimDecoderModel& m, SimDecoderState state, std::span<const int32_t> ids,
+                                       const std::string& work_dir, DeviceRuntimeOptions runtime = {});
 
 // One ioctl record decoded by name: {"call", "request", "in": {...}, "out": {...}, "payload": ...}.
 // User-space pointers (qos_p, param_val, args, buffer) are shown as "<user pointer>": they differ

@@ -90,7 +90,12 @@ struct DeviceRuntime::Impl {
         heap(dev, driver::BoType::DevHeap, kDevHeapBytes) {}
 
   Context& context_for(const artifacts::Entry& e);
-  Loaded& load(const Design& d, const artifacts::Entry& e);
+  // `resident[i]`: argument i binds a resident buffer, so slot 0 gets no BO of its own for it.
+  Loaded& load(const Design& d, const artifacts::Entry& e, const std::vector<bool>& resident = {});
+  // The resident buffer `host` starts at and fits in (null if none), and the one holding `part`
+  // (its offset there; throws when none does).
+  driver::BufferObject* resident_at(std::span<const uint8_t> host) const;
+  driver::BufferObject& resident_holding(std::span<const uint8_t> part, uint64_t& offset) const;
   std::vector<uint32_t> instruction_words(const Design& d, const artifacts::Entry& e) const;
   const artifacts::Entry& check(const Design& d, std::span<const std::span<uint8_t>> args) const;
   Slot& slot(Loaded& l, size_t k);
@@ -108,7 +113,25 @@ struct DeviceRuntime::Impl {
   std::map<std::string, std::unique_ptr<Context>> contexts;  // by xclbin path
   std::map<std::string, std::unique_ptr<Loaded>> designs;    // by name + sequence hash
   std::vector<std::unique_ptr<driver::BufferObject>> chain_bos;  // CMD BOs for CMD_CHAIN packets
+  std::vector<std::unique_ptr<driver::BufferObject>> resident;   // allocate_resident()'s BOs
 };
+
+driver::BufferObject* DeviceRuntime::Impl::resident_at(std::span<const uint8_t> host) const {
+  for (const auto& bo : resident)
+    if (bo->bytes().data() == host.data() && host.size() <= bo->size()) return bo.get();
+  return nullptr;
+}
+
+driver::BufferObject& DeviceRuntime::Impl::resident_holding(std::span<const uint8_t> part, uint64_t& offset) const {
+  for (const auto& bo : resident) {
+    const uint8_t* b = bo->bytes().data();
+    if (part.data() >= b && part.data() + part.size() <= b + bo->size()) {
+      offset = uint64_t(part.data() - b);
+      return *bo;
+    }
+  }
+  throw std::invalid_argument("a span of " + std::to_string(part.size()) + " bytes that is not inside a resident buffer");
+}
 
 DeviceRuntime::Impl::Context& DeviceRuntime::Impl::context_for(const artifacts::Entry& e) {
   const std::string path = manifest.dir + "/" + e.xclbin;
@@ -169,7 +192,8 @@ std::vector<uint32_t> DeviceRuntime::Impl::instruction_words(const Design& d,
   return insts::encode(insts::lower_sequence(d));
 }
 
-DeviceRuntime::Impl::Loaded& DeviceRuntime::Impl::load(const Design& d, const artifacts::Entry& e) {
+DeviceRuntime::Impl::Loaded& DeviceRuntime::Impl::load(const Design& d, const artifacts::Entry& e,
+                                                       const std::vector<bool>& resident_args) {
   const nlohmann::json seq = design_to_json(d)["sequence"];
   const std::string s = seq.dump();
   const std::string key = d.name + "@" + sha256_hex(s.data(), s.size());
@@ -191,9 +215,13 @@ DeviceRuntime::Impl::Loaded& DeviceRuntime::Impl::load(const Design& d, const ar
   std::memcpy(l->instr->bytes().data(), words.data(), words.size() * 4);
   l->instr->sync_to_device();
   l->slots.emplace_back();
-  for (const HostArg& a : d.args) {
+  for (size_t i = 0; i < d.args.size(); ++i) {
+    const HostArg& a = d.args[i];
     if (a.bytes <= 0) throw std::runtime_error("argument " + a.name + " has " + std::to_string(a.bytes) + " bytes");
-    l->slots[0].args.push_back(std::make_unique<driver::BufferObject>(dev, driver::BoType::Shmem, uint64_t(a.bytes)));
+    const bool bound_elsewhere = i < resident_args.size() && resident_args[i];
+    l->slots[0].args.push_back(bound_elsewhere ? nullptr
+                                               : std::make_unique<driver::BufferObject>(dev, driver::BoType::Shmem,
+                                                                                       uint64_t(a.bytes)));
   }
   // START_CU: header + cu mask + 5 + 2 per argument; START_NPU adds 4 words of its own fields.
   const uint64_t packet_words = 2 + 5 + 2 * d.args.size() + 4;
@@ -286,14 +314,17 @@ void DeviceRuntime::Impl::run_chained(std::span<const DesignCall> calls) {
     const Design& d = *calls[c].design;
     try {
       const artifacts::Entry& e = check(d, calls[c].args);
-      Loaded& l = load(d, e);
+      std::vector<bool> is_resident;
+      for (const std::span<uint8_t> h : calls[c].args) is_resident.push_back(resident_at(h) != nullptr);
+      Loaded& l = load(d, e, is_resident);
       Slot& s = slot(l, uses[&l]++);
       Planned p{&l, s.cmd.get(), {}, {}};
       std::vector<uint64_t> addresses;
       for (size_t i = 0; i < calls[c].args.size(); ++i) {
         const std::span<uint8_t> h = calls[c].args[i];
-        driver::BufferObject* bo = nullptr;
+        driver::BufferObject* bo = resident_at(h);  // resident: bound as is, never copied here
         for (const Bound& b : bound) {
+          if (bo) break;
           const bool same = b.host.data() == h.data() && b.host.size() == h.size();
           const bool overlap = b.host.data() < h.data() + h.size() && h.data() < b.host.data() + b.host.size();
           if (same) bo = b.bo;
@@ -398,6 +429,8 @@ void DeviceRuntime::run(const Design& d, std::span<const std::span<uint8_t>> arg
     std::vector<uint64_t> addresses;
     std::vector<uint32_t> handles = {l.instr->handle()};  // every BO the command references
     for (size_t i = 0; i < args.size(); ++i) {
+      if (!s.args[i])  // made by run_sequence for a resident argument: run() copies every argument
+        s.args[i] = std::make_unique<driver::BufferObject>(impl_->dev, driver::BoType::Shmem, args[i].size());
       driver::BufferObject& bo = *s.args[i];
       std::memcpy(bo.bytes().data(), args[i].data(), args[i].size());
       bo.sync_to_device();
@@ -434,6 +467,26 @@ void DeviceRuntime::run_sequence(std::span<const DesignCall> calls) {
     return;
   }
   if (!calls.empty()) impl_->run_chained(calls);
+}
+
+std::span<uint8_t> DeviceRuntime::allocate_resident(uint64_t bytes) {
+  if (bytes == 0) throw std::invalid_argument("allocate_resident: 0 bytes");
+  auto bo = std::make_unique<driver::BufferObject>(impl_->dev, driver::BoType::Shmem, bytes);
+  std::memset(bo->bytes().data(), 0, bytes);
+  impl_->resident.push_back(std::move(bo));
+  return impl_->resident.back()->bytes();
+}
+
+void DeviceRuntime::sync_to_device(std::span<const uint8_t> part) {
+  if (part.empty()) return;
+  uint64_t offset = 0;
+  impl_->resident_holding(part, offset).sync_to_device(offset, part.size());
+}
+
+void DeviceRuntime::sync_from_device(std::span<const uint8_t> part) {
+  if (part.empty()) return;
+  uint64_t offset = 0;
+  impl_->resident_holding(part, offset).sync_from_device(offset, part.size());
 }
 
 }  // namespace xdna::npu

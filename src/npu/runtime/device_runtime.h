@@ -90,6 +90,19 @@ class DeviceRuntime {
   // being the same buffer (their BOs could not be kept consistent).
   void run_sequence(std::span<const DesignCall> calls);
 
+  // Resident buffers (docs/npu-runtime.md, "Resident buffers"; npu (needs hardware, unverified
+  // here)): a SHMEM BO that lives as long as the runtime, zero-filled, which the caller writes and
+  // reads through the returned mapping. An invocation argument that starts where a resident
+  // buffer starts and fits in it binds that BO (at its device address): run_sequence copies
+  // nothing in or back for it, so weights uploaded once stay on the device, and one design's
+  // output is the next one's input without a host copy. The caller syncs what it changed
+  // (sync_to_device) before a run and what it reads (sync_from_device) after. Submission::
+  // PerCommand ignores residency (run() copies every argument).
+  std::span<uint8_t> allocate_resident(uint64_t bytes);
+  // `part` must lie inside one resident buffer; throws std::invalid_argument otherwise.
+  void sync_to_device(std::span<const uint8_t> part);
+  void sync_from_device(std::span<const uint8_t> part);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -1,0 +1,169 @@
+// The fused plan's decode token on the device (fused_decoder.h). npu (needs hardware, unverified
+// here).
+#include "npu/runtime/fused_decoder.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "npu/design_families.h"
+#include "npu/sim_exec.h"
+
+namespace xdna::npu {
+
+namespace {
+
+size_t arg_index(const Design& d, const std::string& name) {
+  for (size_t i = 0; i < d.args.size(); ++i)
+    if (d.args[i].name == name) return i;
+  throw std::invalid_argument("design '" + d.name + "' has no argument '" + name + "'");
+}
+
+uint64_t arg_size(const Design& d, const std::string& name) { return uint64_t(d.args[arg_index(d, name)].bytes); }
+
+Design layer_design(const SimDecoderModel& m, int64_t context) {
+  DecodeLayerShape s = m.shape;
+  s.context = context;
+  return decode_layer_design(DType::BF16, s, m.columns);
+}
+
+Design head_design(const SimDecoderModel& m) { return lm_head_design(DType::BF16, m.vocab, m.shape.hidden, m.columns); }
+
+// A resident buffer holding `bytes`, synced to the device.
+std::span<uint8_t> upload(DeviceRuntime& rt, const std::vector<uint8_t>& bytes) {
+  std::span<uint8_t> b = rt.allocate_resident(bytes.size());
+  std::memcpy(b.data(), bytes.data(), bytes.size());
+  rt.sync_to_device(b);
+  return b;
+}
+
+}  // namespace
+
+std::vector<Design> fused_token_designs(const SimDecoderModel& m, int64_t position) {
+  std::vector<Design> d;
+  for (size_t i = 0; i < m.layers.size(); ++i) d.push_back(layer_design(m, position + 1));
+  d.push_back(head_design(m));
+  return d;
+}
+
+std::string fused_device_refusal(const DeviceRuntime& rt, const SimDecoderModel& m) {
+  for (const Design& d : {layer_design(m, 1), head_design(m)})
+    if (!rt.has_artifact(d.name)) return "no compiled artifact for design " + d.name + " in " + rt.manifest().dir;
+  return "";
+}
+
+DeviceFusedDecoder::DeviceFusedDecoder(DeviceRuntime& rt, const SimDecoderModel& m, int64_t max_len)
+    : rt_(rt), m_(m), max_len_(max_len) {
+  if (const std::string why = fused_device_refusal(rt, m); !why.empty()) throw std::runtime_error("npu: " + why);
+  if (max_len < 1) throw std::invalid_argument("npu: fused decode needs a KV capacity of at least 1");
+  const int64_t H = m.shape.hidden;
+  // The weights in the layout npu-sim's packer writes, converted once: a context-1 pack (x, rope
+  // and KV zero) gives the weight arguments, which do not depend on the context.
+  const Design d1 = layer_design(m, 1), dmax = layer_design(m, max_len), head = head_design(m);
+  const std::vector<aie::bf16> zero_x(size_t(H), aie::bf16{});
+  const std::vector<float> zero_rope(size_t(m.shape.head_dim), 0.0f);
+  const SimKvCache empty(m.shape.kv_heads, m.shape.head_dim, 1);
+  for (const SimLayerWeights& w : m.layers) {
+    const HostArgs a = pack_decode_layer(d1, w, zero_x, zero_rope, empty);
+    LayerBuffers b;
+    b.weights = upload(rt, a[arg_index(d1, "weights")]);
+    b.weights_rest = upload(rt, a[arg_index(d1, "weights_rest")]);
+    b.kv = rt.allocate_resident(arg_size(dmax, "kv"));  // the largest kv argument, at max_len
+    b.kv_new = rt.allocate_resident(arg_size(d1, "kv_new"));
+    layers_.push_back(b);
+  }
+  const HostArgs h = pack_lm_head(head, m.final_norm, m.head, zero_x);
+  head_weights_ = upload(rt, h[arg_index(head, "weights")]);
+  // Activations: x (the padded input vector) and result share a BO (result fills its start).
+  const uint64_t x_bytes = arg_size(d1, "x");
+  if (arg_size(head, "x") != x_bytes || arg_size(d1, "result") > x_bytes)
+    throw std::logic_error("npu: decode_layer and lm_head disagree on the activation buffer");
+  act_[0] = rt.allocate_resident(x_bytes);
+  act_[1] = rt.allocate_resident(x_bytes);
+  rope_ = rt.allocate_resident(arg_size(d1, "rope"));
+  logits_ = rt.allocate_resident(arg_size(head, "out"));
+}
+
+std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state) {
+  const int64_t H = m_.shape.hidden, kvd = m_.shape.kv_heads * m_.shape.head_dim, D = m_.shape.head_dim;
+  if (id < 0 || id >= m_.vocab)
+    throw std::invalid_argument("npu: token id " + std::to_string(id) + " outside the vocabulary [0, " +
+                                std::to_string(m_.vocab) + ")");
+  if (state.kv.size() != layers_.size()) throw std::invalid_argument("npu: the state was not made for this model");
+  const int64_t pos = state.position;
+  if (pos + 1 > max_len_) throw std::invalid_argument("npu: KV cache full (" + std::to_string(max_len_) + ")");
+
+  // Host side: embedding row (scaled, bf16) into the first activation BO, the RoPE row.
+  std::vector<float> e(m_.embed.begin() + id * H, m_.embed.begin() + (id + 1) * H);
+  for (float& v : e) v *= m_.embed_scale;
+  const std::vector<aie::bf16> x = to_bf16(e);
+  std::memset(act_[0].data(), 0, act_[0].size());
+  std::memcpy(act_[0].data(), x.data(), x.size() * 2);
+  rt_.sync_to_device(act_[0]);
+  const std::vector<float> rope = rope_row(m_.inv_freq, pos);
+  std::memcpy(rope_.data(), rope.data(), rope.size() * 4);
+  rt_.sync_to_device(rope_);
+
+  // Each layer's kv argument: the cache plus the new token's slot, zero (as pack_decode_layer
+  // lays it out: the attention_decode packer has the same kv geometry and reads `context` rows).
+  const std::vector<Design> designs = fused_token_designs(m_, pos);
+  DecodeLayerShape s = m_.shape;
+  s.context = pos + 1;
+  const Design attn = attention_decode_design(s, m_.columns);
+  const std::vector<aie::bf16> zero_row(size_t(2 * kvd), aie::bf16{}), zero_q(size_t(s.heads * D), aie::bf16{});
+  std::vector<DesignCall> calls;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    SimKvCache& kv = state.kv[i];
+    if (kv.length != pos) throw std::invalid_argument("npu: layer " + std::to_string(i) + "'s cache is not at the position");
+    kv.append(zero_row);
+    const HostArgs ka = pack_attention_decode(attn, zero_q, kv);
+    const std::vector<uint8_t>& kb = ka[arg_index(attn, "kv")];
+    const Design& d = designs[i];
+    if (kb.size() != arg_size(d, "kv")) throw std::logic_error("npu: kv argument size differs from the design's");
+    std::memcpy(layers_[i].kv.data(), kb.data(), kb.size());
+    rt_.sync_to_device(layers_[i].kv.first(kb.size()));
+    DesignCall c{&d, std::vector<std::span<uint8_t>>(d.args.size())};
+    const auto bind = [&](const char* name, std::span<uint8_t> buf) {
+      const size_t a = arg_index(d, name);
+      c.args[a] = buf.first(size_t(d.args[a].bytes));
+    };
+    bind("x", act_[i % 2]);
+    bind("weights", layers_[i].weights);
+    bind("rope", rope_);
+    bind("kv", layers_[i].kv);
+    bind("weights_rest", layers_[i].weights_rest);
+    bind("result", act_[(i + 1) % 2]);
+    bind("kv_new", layers_[i].kv_new);
+    for (size_t a = 0; a < c.args.size(); ++a)
+      if (c.args[a].data() == nullptr) throw std::logic_error("npu: argument " + d.args[a].name + " of " + d.name + " not bound");
+    calls.push_back(std::move(c));
+  }
+  const Design& hd = designs.back();
+  DesignCall hc{&hd, std::vector<std::span<uint8_t>>(hd.args.size())};
+  hc.args[arg_index(hd, "x")] = act_[layers_.size() % 2];
+  hc.args[arg_index(hd, "weights")] = head_weights_;
+  hc.args[arg_index(hd, "out")] = logits_;
+  for (size_t a = 0; a < hc.args.size(); ++a)
+    if (hc.args[a].data() == nullptr) throw std::logic_error("npu: argument " + hd.args[a].name + " of lm_head not bound");
+  calls.push_back(std::move(hc));
+
+  rt_.run_sequence(calls);  // one CMD_CHAIN, one EXEC_CMD, one wait
+
+  // Read back the new K/V rows (placed in the zero slot) and the logits only.
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    rt_.sync_from_device(layers_[i].kv_new);
+    SimKvCache& kv = state.kv[i];
+    const aie::bf16* row = reinterpret_cast<const aie::bf16*>(layers_[i].kv_new.data());
+    for (int64_t h = 0; h < kv.kv_heads; ++h) {
+      std::memcpy(kv.k.data() + (h * kv.max_len + pos) * D, row + h * D, size_t(D) * 2);
+      std::memcpy(kv.v.data() + (h * kv.max_len + pos) * D, row + kvd + h * D, size_t(D) * 2);
+    }
+  }
+  rt_.sync_from_device(logits_);
+  HostArgs out(hd.args.size());
+  out[arg_index(hd, "out")].assign(logits_.begin(), logits_.end());
+  ++state.position;
+  ++tokens_;
+  return lm_head_logits(hd, out);
+}
+
+}  // namespace xdna::npu

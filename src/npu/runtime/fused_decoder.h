@@ -1,0 +1,70 @@
+// `--device npu` decode through the fused plan, on the device: the same invocations npu-sim runs
+// (sim_exec_decoder.h, fused_decode_token: one decode_layer per layer at context = cached + 1,
+// then one lm_head), sent through DeviceRuntime. npu (needs hardware, unverified here): it has run
+// only over DryRunIo, which answers the ioctls and computes nothing.
+//
+// At construction every layer's weights are converted once into the designs' DDR layout (the
+// "weights" / "weights_rest" arguments npu-sim's packer writes: pack_decode_layer, pack_lm_head)
+// and uploaded into resident BOs (DeviceRuntime::allocate_resident) that stay for the decoder's
+// life. The activations ping-pong between two resident BOs: layer i's `result` drains into the
+// BO layer i + 1 reads as `x`, and the lm_head reads the last one; the RoPE row has one BO.
+// Per token: the host writes the embedding row, the RoPE row and each layer's `kv` argument,
+// submits the token's invocations as one run_sequence (one CMD_CHAIN, one EXEC_CMD, one wait),
+// and reads back only each layer's `kv_new` row and the logits.
+//
+// The KV cache is kept by the host (SimDecoderState, bf16 [kv_head][pos][dim], as npu-sim keeps
+// it) and packed into the `kv` argument every token: the design's kv layout splits positions
+// over cores by the context, so it changes as the context grows, and the new row comes back
+// through `kv_new` (the design does not write the cache). A device-resident cache needs a
+// design whose kv argument is the cache itself (docs/npu-runtime.md, "Fused decode on the device").
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "npu/design.h"
+#include "npu/runtime/device_runtime.h"
+#include "npu/sim_exec_decoder.h"
+
+namespace xdna::npu {
+
+// The designs of the token at `position` (the KV cache holds `position` rows), in invocation
+// order: decode_layer (bf16, context = position + 1) per layer, then lm_head, exactly the ones
+// fused_decode_token builds.
+std::vector<Design> fused_token_designs(const SimDecoderModel& m, int64_t position);
+
+// Why `rt` cannot run the fused plan of `m` (the decode_layer or lm_head design has no compiled
+// artifact: "no compiled artifact for design NAME in DIR"), or "" when it can.
+std::string fused_device_refusal(const DeviceRuntime& rt, const SimDecoderModel& m);
+
+class DeviceFusedDecoder {
+ public:
+  // Uploads the weights of `m` (max_len: the KV capacity, the model's context length). Throws
+  // std::runtime_error with fused_device_refusal()'s text when an artifact is missing.
+  DeviceFusedDecoder(DeviceRuntime& rt, const SimDecoderModel& m, int64_t max_len);
+
+  // Decodes token `id` at state.position on the device: one run_sequence of layers + 1
+  // invocations. Appends the token's K/V rows to `state` and advances it; returns the logits.
+  // Throws std::invalid_argument for an id outside the vocabulary or a full cache.
+  std::vector<float> decode(int32_t id, SimDecoderState& state);
+
+  // The resident weight buffers of layer i ("weights", "weights_rest") and of the head.
+  std::span<const uint8_t> layer_weights(size_t i) const { return layers_.at(i).weights; }
+  std::span<const uint8_t> layer_weights_rest(size_t i) const { return layers_.at(i).weights_rest; }
+  std::span<const uint8_t> head_weights() const { return head_weights_; }
+  int64_t tokens() const { return tokens_; }
+
+ private:
+  struct LayerBuffers {
+    std::span<uint8_t> weights, weights_rest, kv, kv_new;
+  };
+  DeviceRuntime& rt_;
+  const SimDecoderModel& m_;
+  int64_t max_len_ = 0;
+  std::vector<LayerBuffers> layers_;
+  std::span<uint8_t> head_weights_, act_[2], rope_, logits_;
+  int64_t tokens_ = 0;
+};
+
+}  // namespace xdna::npu
