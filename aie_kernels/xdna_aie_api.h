@@ -1,9 +1,9 @@
 // The vector layer the core kernels in this directory are written against (namespace xk).
 // Built for the cores (__AIENGINE__ defined, Peano/aiecc): a thin alias of aie_api
 // (aie::vector, aie::accum, aie::load_v, aie::mac, aie::reduce_add, aie::set_rounding).
-// Built on the host (g++): the same names map to src/npu/aie_numerics.h, the layer the
-// simulator's kernels (src/npu/aie_kernels.cpp) use, so a kernel here computes on the host
-// exactly what the simulator computes (tests/npu/test_aie_kernel_sources.cpp checks that).
+// Built on the host (g++): the same names map to src/npu/aie_numerics.h, which reproduces the
+// AIE2P arithmetic; npu-sim runs the kernels built this way (there is no second copy), and
+// tests/npu/test_aie_kernels.cpp checks each against a plain C++ reference of its numerics.
 //
 // Where the two builds may differ (unverified: no AIE toolchain or hardware here):
 //  - reduce_add: the host halves pairwise (aie_numerics.h); aie::reduce_add's internal order is
@@ -18,6 +18,7 @@
 //    the table contents may differ (aie2p.md: "exp and reciprocal come from lookup tables").
 #pragma once
 #include <cstdint>
+#include <cstring>
 
 #ifdef __AIENGINE__
 #include <type_traits>
@@ -134,6 +135,19 @@ inline int8_t srs_int8(int64_t x, int shift, Rounding r) {
     }
   }
   return int8_t(q < -128 ? -128 : q > 127 ? 127 : q);
+}
+
+// An f32 scalar argument: design.py passes every scalar as int32, so f32 parameters (eps,
+// offsets, scales) travel as their IEEE bit pattern. Plain code, the same on both builds.
+inline float f32_from_bits(int32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline int32_t f32_bits(float f) {
+  int32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
 }
 
 }  // namespace xk

@@ -13,6 +13,7 @@
 #include "cli/config.h"
 #include "cli/llm_options.h"  // DeviceBackends, add_device_options
 #include "pipeline/classify.h"
+#include "pipeline/conv_npu_sim.h"  // conv_host_reasons
 #include "pipeline/embed.h"  // run_summary_json
 
 namespace xdna::cli {
@@ -44,6 +45,8 @@ void run_classify(const ClassifyCliOptions& o) {
   const std::vector<std::vector<ImageClass>> results = model.classify(images, o.top_k, ro, &report);
   devices.mark(report);
   if (o.device != "host") std::fprintf(stderr, "%s", devices.placement_text().c_str());
+  if (devices.used == "npu-sim")  // conv classifiers: ops their npu-sim walk left on the host
+    for (const auto& [op, why] : conv_host_reasons(report)) std::fprintf(stderr, "npu: %s on the host: %s\n", op.c_str(), why.c_str());
 
   if (!o.json) {
     for (size_t i = 0; i < results.size(); ++i) {

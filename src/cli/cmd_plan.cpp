@@ -8,6 +8,9 @@
 // For a conformer ASR model (Parakeet / GigaAM: a .nemo archive, a GigaAM .ckpt, a transformers
 // Parakeet directory or a store name): `npu plan MODEL [--seconds S] [--json]` places the encoder
 // and head for S seconds of audio (per inference) and the RNN-T/TDT decode step (per token).
+// For Whisper (a store name or a model directory: config.json model_type "whisper" or a store
+// manifest of family whisper): `npu plan MODEL [--json] [--measure-host]` places the encoder per
+// 30-s window, the cross-attention K/V computed once per window, and one decoder step per token.
 #include <algorithm>
 #include <filesystem>
 #include <chrono>
@@ -24,12 +27,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/cmd_plan_conv.h"  // conv classifiers and upscalers
 #include "cli/commands.h"
 #include "cli/config.h"
 #include "host/ops.h"
 #include "models/conformer.h"
 #include "models/decoder_spec.h"
 #include "models/graph_builder.h"
+#include "models/whisper.h"
+#include "host/host_backend.h"
 #include "npu/planner.h"
 #include "pipeline/llm.h"
 #include "pipeline/speech_model.h"
@@ -52,6 +58,7 @@ struct PlanCliOptions {
   int64_t context = 1024;
   bool context_given = false;
   double seconds = 10.0;
+  std::string image_size;  // conv models: HxW
 };
 
 namespace fs = std::filesystem;
@@ -208,7 +215,7 @@ Tensor matrix(const Tensor& w) { return w.ndim() == 3 ? w.contiguous().reshape({
 Tensor bias_f32(const Tensor& b) { return b.defined() ? host::to_f32(b) : b; }
 
 void run_conformer_plan(const PlanCliOptions& o, const std::string& path) {
-  // One encoder pass; npu transcribe never encodes more than a chunk (30 s + context) at once.
+  // One encoder pass; npu transcribe never encodes more than a chunk (60 s + context) at once.
   if (!(o.seconds > 0) || o.seconds > 600)
     throw std::invalid_argument("plan: --seconds must be in (0, 600], got " + std::to_string(o.seconds));
   const std::shared_ptr<ConformerModel> model = load_conformer(path);
@@ -335,7 +342,113 @@ void run_conformer_plan(const PlanCliOptions& o, const std::string& path) {
   if (!chunk_note.empty()) std::printf("note: %s\n", chunk_note.c_str());
 }
 
+// ---- Whisper ------------------------------------------------------------------------------------
+// WhisperModel builds its graphs inside encode / start / decode and runs them at once, so the
+// planner sees them through a backend that records every node the executor offers it (with its
+// inputs' shapes) and declines it: the host then runs the pass on a silent window. That host pass
+// is not timed; --measure-host times separate encoder passes.
+
+bool looks_like_whisper(const std::string& path) {
+  if (!fs::is_directory(path)) return false;
+  for (const char* file : {"config.json", "manifest.json"}) {
+    std::ifstream in(fs::path(path) / file);
+    if (!in) continue;
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_object() && (j.value("model_type", "") == "whisper" || j.value("family", "") == "whisper")) return true;
+  }
+  return false;
+}
+
+class RecordingBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "plan-recorder"; }
+  bool supports(const Node& node, std::span<const Tensor> inputs) const override {
+    npu::SeenNode s{node, {}};
+    for (const Tensor& t : inputs) s.inputs.push_back(npu::value_info(t));
+    seen.push_back(std::move(s));
+    return false;
+  }
+  Tensor compute(const Node& node, std::span<const Tensor>) override {
+    throw std::logic_error("plan recorder cannot run '" + node.name + "'");
+  }
+  mutable std::vector<npu::SeenNode> seen;
+};
+
+void run_whisper_plan(const PlanCliOptions& o, const std::string& path) {
+  const std::shared_ptr<WhisperModel> model = WhisperModel::load(path);
+  const WhisperSpec& s = model->spec();
+  const npu::XclbinPolicy policy = o.xclbin == "single" ? npu::XclbinPolicy::Single : npu::XclbinPolicy::PerDesign;
+  const Tensor mel = Tensor::zeros({s.n_mels, 2 * s.n_audio_ctx});
+  HostBackend host;
+  RecordingBackend enc_rec, kv_rec, step_rec;
+  const Tensor features = model->encode(mel, {&enc_rec, &host});
+  WhisperDecodeState state = model->start(features, 1, {&kv_rec, &host});
+  const std::vector<std::vector<int32_t>> token(1, std::vector<int32_t>{0});
+  model->decode(token, state);  // the first token (position 0); the step planned is the next one
+  model->decode(token, state, {&step_rec, &host});
+  const npu::Plan enc = npu::plan_nodes(enc_rec.seen, policy);
+  const npu::Plan kv = npu::plan_nodes(kv_rec.seen, policy);
+  const npu::Plan step = npu::plan_nodes(step_rec.seen, policy);
+
+  double host_ms = -1;  // measured: median of 3 host encoder passes (after the recorded one)
+  if (o.measure_host) {
+    std::vector<double> ms;
+    for (int i = 0; i < 3; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      model->encode(mel);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    host_ms = ms[1];
+  }
+  const std::string name = fs::path(path).filename().string();
+  if (o.json) {
+    auto part = [&](const npu::Plan& p, const char* per) {
+      nlohmann::json j = p.to_json();
+      j["placement"] = group_ops(p, {});
+      j["per"] = per;
+      return j;
+    };
+    nlohmann::json j;
+    j["label"] = npu::kModelledLabel;
+    j["model"] = name;
+    j["kind"] = "whisper";
+    j["window_seconds"] = 30;
+    j["mel_frames"] = 2 * s.n_audio_ctx;
+    j["encoder_positions"] = s.n_audio_ctx;
+    j["d_model"] = s.d_model;
+    j["encoder_layers"] = s.encoder_layers;
+    j["encoder_heads"] = s.encoder_heads;
+    j["decoder_layers"] = s.decoder_layers;
+    j["xclbin_policy"] = npu::xclbin_policy_name(policy);
+    j["encoder"] = part(enc, "30-s window");
+    j["cross_kv"] = part(kv, "30-s window");
+    j["decoder_step"] = part(step, "token");
+    if (host_ms >= 0) j["host_measured_encoder_ms"] = host_ms;
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("%s: Whisper, encoder %lld layers, d_model %lld, %lld heads x %lld; decoder %lld layers, vocab %lld\n",
+              name.c_str(), (long long)s.encoder_layers, (long long)s.d_model, (long long)s.encoder_heads,
+              (long long)s.head_dim(), (long long)s.decoder_layers, (long long)s.vocab);
+  auto print = [&](const npu::Plan& p, const std::string& title, const char* per) {
+    std::printf("%s:\n%s", title.c_str(), group_text(group_ops(p, {})).c_str());
+    std::printf("%d ops on npu-sim, %d on host; xclbin policy: %s\nper %s %s", p.npu_ops(), p.host_ops(),
+                npu::xclbin_policy_name(policy), per, p.cost.text().c_str());
+  };
+  print(enc, "encoder, per 30-s window (" + std::to_string(2 * s.n_audio_ctx) + " mel frames -> " +
+                 std::to_string(s.n_audio_ctx) + " positions)", "window");
+  print(kv, "cross-attention K/V, per 30-s window (computed once, before decoding)", "window");
+  print(step, "decoder step, per token (batch 1; self-attention reads the KV cache)", "token");
+  std::printf("(host ops are not timed here: all figures above are the modelled NPU part only)\n");
+  if (host_ms >= 0)
+    std::printf("host backend (measured, this CPU): encoder %.1f ms per 30-s window (median of 3) vs %.*s %.1f ms "
+                "(NPU part only)\n",
+                host_ms, int(npu::kModelledLabel.size()), npu::kModelledLabel.data(), enc.cost.run.total_s * 1e3);
+}
+
 void run_plan(const PlanCliOptions& o) {
+  if (run_conv_plan_if_conv_model({o.model, o.store, o.image_size, o.xclbin, o.json, o.measure_host})) return;
   std::string path;
   try {
     path = resolve_model_path(o.model, resolve_store(o.store));
@@ -343,6 +456,7 @@ void run_plan(const PlanCliOptions& o) {
     // Not found as a decoder: the encoder loader below reports what it tried.
   }
   if (!path.empty() && looks_like_conformer(path)) return run_conformer_plan(o, path);
+  if (!path.empty() && looks_like_whisper(path)) return run_whisper_plan(o, path);
   if (!path.empty())
     if (const std::optional<DecoderSpec> spec = decoder_spec_at(path)) return run_decoder_plan(o, path, *spec);
   const EmbeddingModel model = EmbeddingModel::load(o.model, resolve_store(o.store));
@@ -414,8 +528,10 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seconds", o->seconds, "Conformer ASR models: seconds of audio per inference")
       ->capture_default_str();
+  cmd->add_option("--image-size", o->image_size,
+                  "Conv models: input image HxW (default: the classifier's size; 256x256 for upscalers)");
   cmd->add_flag("--measure-host", o->measure_host,
-                "Also time the same forward pass on the host backend (measured)");
+                "Also time the same forward pass on the host backend (measured; Whisper: the encoder)");
   cmd->callback([o] { run_plan(*o); });
 }
 

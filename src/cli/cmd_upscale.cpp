@@ -15,7 +15,9 @@
 #include "cli/config.h"
 #include "models/catalog.h"
 #include "models/model_store.h"
+#include "pipeline/conv_npu_sim.h"
 #include "pipeline/upscale.h"
+#include "pipeline/upscale_precision.h"
 #include "pipeline/upscale_video.h"
 
 namespace fs = std::filesystem;
@@ -33,7 +35,26 @@ struct UpscaleCliOptions {
   float range = 255;
   std::string video;  // WxH of raw input frames; empty = image mode
   std::string pix_fmt = "rgb24";
+  std::string precision;  // f32, bf16 (npu-sim conv numerics) or auto (the PSNR gate); "": by device
+  std::string device = "host";    // host or npu-sim (convs on npu-sim's conv designs: bf16)
 };
+
+// --precision / --device -> the precision to run at, after the PSNR gate for `auto` (measured on
+// a centred crop of the input, at most 128 x 128, so that its cost stays bounded).
+std::string choose_precision(const UpscaleCliOptions& o, const Upscaler& up, const Image& img) {
+  const std::string p = o.precision.empty() ? (o.device == "npu-sim" ? "bf16" : "f32") : o.precision;
+  if (o.device == "npu-sim" && p == "f32")
+    throw std::runtime_error("upscale: --device npu-sim runs the convs in bf16 (use --precision bf16 or auto)");
+  if (p == "f32") return "f32";
+  const PrecisionGate g = gate_upscale_precision(up, center_crop(img, 128));
+  std::fprintf(stderr, "%s", g.text().c_str());
+  if (p == "bf16") return "bf16";
+  std::fprintf(stderr, "upscale: --precision auto chose %s (PSNR drop within %.2f dB of f32)\n", g.chosen.c_str(),
+               g.max_drop_db);
+  if (o.device == "npu-sim" && g.chosen != "bf16")
+    throw std::runtime_error("upscale: --device npu-sim needs bf16, which the PSNR gate refused for this image");
+  return g.chosen;
+}
 
 // "2, 3, 4, 8": the x<N>/model.json directories a model directory has.
 std::string scales_in(const fs::path& dir) {
@@ -105,10 +126,17 @@ void run_upscale(const UpscaleCliOptions& o) {
   if (up.net.scale != o.scale)
     throw std::runtime_error("upscale: " + up.net.origin + " upscales " + std::to_string(up.net.scale) + "x, not " +
                              std::to_string(o.scale) + "x");
-  if (!o.video.empty()) return run_upscale_video(o, up);
+  if (!o.video.empty()) {
+    if ((!o.precision.empty() && o.precision != "f32") || o.device != "host")
+      throw std::runtime_error("upscale: --video runs on the host in f32 (--precision / --device are for images)");
+    return run_upscale_video(o, up);
+  }
   const Image img = load_image(o.in);
   UpscaleOptions opts;
   opts.tile = o.tile;
+  ConvSimRun sim;
+  opts.precision = choose_precision(o, up, img);
+  opts.sim_run = &sim;
   const auto t0 = std::chrono::steady_clock::now();
   const Image out = upscale_image(up, img, opts);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -116,6 +144,11 @@ void run_upscale(const UpscaleCliOptions& o) {
   std::fprintf(stderr, "%s: %dx%d -> %dx%d (x%d, tile %d) in %.2f s (%.2f s per input megapixel)\n", o.out.c_str(),
                img.width, img.height, out.width, out.height, o.scale, auto_tile_size(up.net, opts), s,
                s / (double(img.width) * img.height / 1e6));
+  if (opts.precision == "bf16") {
+    std::fprintf(stderr, "npu-sim: %lld convs in %lld invocations of the conv designs (bf16); on the host:\n",
+                 (long long)sim.stats.convs, (long long)sim.stats.invocations);
+    for (const auto& [op, why] : sim.host_ops) std::fprintf(stderr, "  %s: %s\n", op.c_str(), why.c_str());
+  }
 }
 
 }  // namespace
@@ -138,6 +171,13 @@ void add_upscale_command(CLI::App& app) {
   cmd->add_option("--store", o->store, kStoreHelp);
   cmd->add_option("--video", o->video,
                   "Raw video mode: IN and OUT are rgb24 frames of this size (WxH), '-' for stdin / stdout");
+  cmd->add_option("--precision", o->precision,
+                  "f32 (host; the default), bf16 (npu-sim's conv numerics; the default with --device npu-sim) or auto (the lowest whose PSNR drop vs f32 is <= 0.1 dB, "
+                  "measured on the input by downscaling and upscaling it back)")
+      ->check(CLI::IsMember({"f32", "bf16", "auto"}));
+  cmd->add_option("--device", o->device, "host, or npu-sim (every conv a conv design takes on npu-sim, bf16)")
+      ->check(CLI::IsMember({"host", "npu-sim"}))
+      ->capture_default_str();
   cmd->add_option("--pix-fmt", o->pix_fmt, "Raw frame format with --video (rgb24)")->capture_default_str();
   cmd->callback([o] { run_upscale(*o); });
 }

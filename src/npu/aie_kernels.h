@@ -1,6 +1,8 @@
-// Core kernels written once against the AIE numerics layer (aie_numerics.h): the simulator runs
-// exactly this source, and it is written so that the same code can be built for the cores
-// against aie_api (docs/npu-designs.md). Shapes are checked; bad ones throw std::invalid_argument.
+// The simulator's view of the core kernels: thin adapters over the sources in aie_kernels/
+// (aie_kernels/kernels.h), with int64 sizes, shape checks (bad ones throw std::invalid_argument)
+// and the store rounding as an argument, so tests can run a kernel under another rounding mode.
+// The code that computes is the source's own (aie_kernels/<kernel>.cc, namespace xk_impl); only
+// the bfp16 GEMM and its host-side packers are still written in aie_kernels.cpp.
 #pragma once
 #include <cstdint>
 
@@ -47,6 +49,11 @@ void rmsnorm_bf16(const bf16* x, const bf16* gamma, float offset, float eps, bf1
 // Elementwise, one f32 op per value: y = bf16(a + b), bf16(a * b); silu(x) = x * recip(1 + exp(-x)),
 // gelu_tanh(x) = x * recip(1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), exp and recip from the
 // lookup tables of aie_numerics.h.
+// LayerNorm of one row (f32 sums in order, y = bf16((x - mean) * inv * gamma + beta)); softmax of
+// one row (table exp and reciprocal); y = bf16(x * s) with an f32 scale.
+void layernorm_bf16(const bf16* x, const bf16* gamma, const bf16* beta, float eps, bf16* y, int64_t n, Rounding rnd);
+void softmax_bf16(const bf16* x, bf16* y, int64_t n, Rounding rnd);
+void scale_bf16(const bf16* x, float s, bf16* y, int64_t n, Rounding rnd);
 void add_bf16(const bf16* a, const bf16* b, bf16* y, int64_t n, Rounding rnd);
 void mul_bf16(const bf16* a, const bf16* b, bf16* y, int64_t n, Rounding rnd);
 void silu_bf16(const bf16* x, bf16* y, int64_t n, Rounding rnd);

@@ -42,11 +42,29 @@ struct Kernel {
   int64_t vector_ops = 0;                // other vector element-ops (norms, softmax, elementwise)
 };
 
+// One step of a core's program: the order in which the core takes and gives FIFO objects and
+// calls its kernel's entry points per design invocation (the schedule npu-sim follows; the IRON
+// emitter writes it as the worker body). Acquire / Release: one object of FIFO `name`. Call:
+// entry point `name` with the objects acquired from the FIFOs in `operands` (in order), then
+// `args` as int32 scalars in name order. Loop: the next `body` steps run `count` times.
+enum class CoreOp : uint8_t { Acquire, Release, Call, Loop };
+struct CoreStep {
+  CoreOp op = CoreOp::Call;
+  std::string name;
+  std::vector<std::string> operands;
+  std::map<std::string, int64_t> args;
+  int64_t count = 1;
+  int64_t body = 0;
+};
+
 struct TileUse {
   TileCoord at;
   std::vector<Buffer> buffers;
   bool has_kernel = false;  // compute tiles only
   Kernel kernel;
+  // Empty: the core calls `kernel` once per object of its FIFOs (simple designs: the emitter
+  // nests the FIFOs by object count). Fused designs spell their schedule out here.
+  std::vector<CoreStep> program = {};
 };
 
 // One end of a FIFO: a DMA channel of a tile (producer: its MM2S channel, consumer: S2MM), or
@@ -145,5 +163,9 @@ void save_design(const Design& d, const std::string& path);
 Design load_design(const std::string& path);
 
 std::string_view seq_op_name(SeqOp op);
+std::string_view core_op_name(CoreOp op);
+// Checks a core program's structure: loops close inside the program, every Acquire is released
+// before the program ends, Calls name acquired FIFOs. Throws std::invalid_argument naming the step.
+void check_core_program(const std::string& design, const TileUse& t);
 
 }  // namespace xdna::npu

@@ -107,3 +107,76 @@ Design conv2d_design(int64_t height, int64_t width, int64_t c_in, int64_t c_out,
                      int columns = 8);
 
 }  // namespace xdna::npu
+
+namespace xdna::npu {
+
+// ---- Encoder attention (design_families_encoder.cpp) --------------------------------------------
+// Attention over a whole sequence at once (BERT-family and Whisper encoders): q [T, heads, D],
+// k/v [S, kv_heads, D], GQA when heads > kv_heads, not causal by default, optionally banded
+// (|p - j| < window: ModernBERT's local layers) or causal (j <= p, within window if set).
+struct EncoderAttentionShape {
+  int64_t T = 0, S = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  bool causal = false;
+  int64_t window = 0;  // 0: every key
+};
+
+// Work is split into units (head, round of 4 x q_tile query rows); unit u runs on column
+// u % columns, its 4 cores taking q_tile rows each. Per unit the column's shim sends the query
+// rows (split over the cores through the memtile) and the K/V blocks the rows can see (broadcast
+// to the 4 cores, kv_block keys of K then V per object); each core keeps f32 running max, sum
+// and output (online softmax, flash-attention form) and drains its rows through the memtile
+// join. DDR layouts: q and out [T_pad][heads][D] bf16; kv [kv_heads][S_pad / kv_block][K | V]
+// with K and V [kv_block][D] bf16 each. q_tile and kv_block: the largest (16..64, q_tile first)
+// whose buffers fit L1; when none fits, validate_design's error names the tile and L1.
+Design encoder_attention_design(const EncoderAttentionShape& s, int columns = 8);
+
+// The schedule both the generator and npu-sim follow: the units of one column, in order.
+struct EncoderAttentionUnit {
+  int64_t head = 0;
+  int64_t q0 = 0;          // first query row of the round (4 x q_tile rows)
+  int64_t b0 = 0, b1 = 0;  // K/V blocks [b0, b1) the round's rows can see
+};
+std::vector<EncoderAttentionUnit> encoder_attention_units(const EncoderAttentionShape& s, int64_t q_tile,
+                                                          int64_t kv_block, int columns, int column);
+
+}  // namespace xdna::npu
+
+namespace xdna::npu {
+
+// ---- Conv designs for the conv models (design_families_conv.cpp) -----------------------------
+// One conv layer: input height x width x c_in (NHWC bf16), c_out outputs of a kernel x kernel
+// window at `stride`; dense (groups 1) or depthwise (groups = c_in = c_out). out_height /
+// out_width come from the model's padding (any split of the border: the staged input tile
+// carries its zero border).
+struct ConvShape {
+  int64_t height = 0, width = 0, c_in = 0, c_out = 0, kernel = 1, stride = 1;
+  int64_t out_height = 0, out_width = 0;
+  bool depthwise = false;
+};
+
+// What one core computes per invocation: `rows` output rows x `cols` output columns x `channels`
+// output channels (a multiple of 16: one accumulator lane per channel). The 32 cores take
+// consecutive row blocks of one band (32 x rows output rows) at the same (column, channel)
+// tile; an image is covered by bands x column tiles x channel tiles invocations of one design.
+struct ConvTile {
+  int64_t rows = 1, cols = 1, channels = 16;
+};
+
+// L1 bytes one core needs for a tile: stack, input window (depth 2), weights + epilogue
+// constants (depth 1), output tile (depth 2) and one row of f32 accumulators.
+int64_t conv_tile_l1_bytes(const ConvShape& s, const ConvTile& t);
+// The tile with the most outputs per core that fits L1 (channels tried from all of c_out down,
+// then columns, then rows). Throws naming the layer shape when not even 1 x 1 x 16 fits.
+ConvTile choose_conv_tile(const ConvShape& s);
+// Invocations of the tile's design that cover the whole output.
+int64_t conv_invocations(const ConvShape& s, const ConvTile& t, int columns = 8);
+// The design for one tile shape: per column, the input windows stream shim -> memtile -> 4
+// cores (split), the weights and epilogue constants broadcast shim -> 4 cores (depth 1), the
+// output tiles join core -> memtile -> shim. Validated: a tile that does not fit throws the
+// validator's error naming the compute tile and its L1 (or the memtile and its L2).
+Design conv_design(const ConvShape& s, const ConvTile& t, int columns = 8);
+// Channels as the designs pad them: c_in of a dense conv to 8, output channels to 16.
+int64_t conv_padded_c_in(const ConvShape& s);
+int64_t conv_padded_c_out(const ConvShape& s);
+
+}  // namespace xdna::npu

@@ -37,6 +37,20 @@ struct Part {
   bool replicated = false;
 };
 
+// One stage of the cores' schedule, in the order npu-sim runs the stages (sim_exec.cpp): the
+// stage takes `bytes` of the core's DDR stream object by object through entry point
+// <kernel>_<name> (a new stream part starts at a whole object; a stage starting inside an
+// object was handed that object by the stage before, which keeps its tail), then runs
+// `exchanges` rounds (give its slice: <kernel>_<name>_give, take the gathered vector:
+// <kernel>_<name>_take), then fills the FIFOs in `outs` this core produces (<kernel>_<name>_<out>).
+struct Stage {
+  std::string name;
+  int64_t bytes = 0;
+  bool part_start = false;
+  int exchanges = 0;
+  std::vector<std::string> outs = {};  // "result", "kv_new", "out" (the core's join input)
+};
+
 struct FusedSpec {
   std::string family, name;
   int columns = 8;
@@ -51,10 +65,64 @@ struct FusedSpec {
   int64_t join_bytes = 0;            // per core per object, joined per column and drained
   int64_t join_objects = 1;          //   (no exchange)
   int64_t const_bytes = 0;           // broadcast per column to its cores (no exchange)
+  std::vector<Stage> stages;         // the cores' program (empty: one kernel call per object)
 };
 
 void check(bool ok, const std::string& family, const std::string& what) {
   if (!ok) throw std::invalid_argument(family + ": " + what);
+}
+
+// Objects each stage takes from the core's DDR stream (the parts padded to whole objects).
+std::vector<int64_t> stage_objects(const FusedSpec& f) {
+  std::vector<int64_t> n;
+  int64_t at = 0;  // bytes into the current part
+  for (const Stage& s : f.stages) {
+    if (s.part_start) at = 0;
+    n.push_back(ceil_div(at + s.bytes, kObj) - ceil_div(at, kObj));
+    at += s.bytes;
+  }
+  return n;
+}
+
+// Every core's program from the stage list (design.h CoreStep).
+void add_programs(Design& d, const FusedSpec& f, int64_t stream_objects) {
+  const std::vector<int64_t> objs = stage_objects(f);
+  int64_t total = 0, exchanges = 0;
+  for (size_t i = 0; i < objs.size(); ++i) total += objs[i], exchanges += f.stages[i].exchanges;
+  check(total == stream_objects, f.family, "stages take " + std::to_string(total) + " stream objects of " +
+        std::to_string(stream_objects));
+  check(exchanges == f.exchanges, f.family, "stages make " + std::to_string(exchanges) + " exchanges of " +
+        std::to_string(f.exchanges));
+  for (TileUse& t : d.tiles) {
+    if (!t.has_kernel) continue;
+    const int c = t.at.col, r = t.at.row - kAie2p.first_compute_row;
+    const std::string k = f.kernel.name;
+    std::vector<CoreStep>& p = t.program;
+    // acquire `fifo`, call `fn` on its object, release; repeated `n` times.
+    auto use = [&](const std::string& fifo, const std::string& fn, int64_t n) {
+      if (n <= 0) return;
+      if (n > 1) p.push_back({CoreOp::Loop, "", {}, {}, n, 3});
+      p.push_back({CoreOp::Acquire, fifo});
+      p.push_back({CoreOp::Call, fn, {fifo}, f.kernel.args});
+      p.push_back({CoreOp::Release, fifo});
+    };
+    for (size_t i = 0; i < f.stages.size(); ++i) {
+      const Stage& s = f.stages[i];
+      use(crname("ddr", c, r), k + "_" + s.name, objs[i]);
+      if (s.exchanges > 0) {
+        const std::string slice = crname("slice", c, r);
+        if (s.exchanges > 1) p.push_back({CoreOp::Loop, "", {}, {}, s.exchanges, 6});
+        use(slice, k + "_" + s.name + "_give", 1);
+        use("act", k + "_" + s.name + "_take", 1);
+      }
+      for (const std::string& out : s.outs) {
+        const std::string fifo = out == "out" ? crname("out", c, r) : out;
+        const ObjectFifo* of = d.find_fifo(fifo);
+        if (of && of->producer.tile == t.at) use(fifo, k + "_" + s.name + "_" + out, 1);
+      }
+    }
+    check_core_program(d.name, t);
+  }
 }
 
 Design build_fused(const FusedSpec& f) {
@@ -161,6 +229,7 @@ Design build_fused(const FusedSpec& f) {
     }
   if (f.result_bytes > 0) fifo("result", {last_core, 1}, {{shim(last_col), 0}}, 1, f.result_bytes, 1);
   if (f.kv_new_bytes > 0) fifo("kv_new", {core(0, 0), 1}, {{shim(0), 1}}, 1, f.kv_new_bytes, 1);
+  if (!f.stages.empty()) add_programs(d, f, objects);
 
   // Runtime sequence: per column its stream parts in order, then the drains, then the waits.
   const int64_t W = 4;
@@ -282,12 +351,16 @@ Design mlp_fused_design(DType dtype, const DecodeLayerShape& s, int columns) {
              {"weights", 2 * st.wbytes(s.intermediate, s.hidden) + st.wbytes(s.hidden, s.intermediate), false}};
   const int64_t macs = 2 * st.rows(s.intermediate) * s.hidden + st.rows(s.hidden) * s.intermediate;
   f.kernel = {"mlp_fused_" + std::string(dtype_name(dtype)), dtype,
-              {{"hidden", s.hidden}, {"intermediate", s.intermediate}}, 0, macs, st.act_ops()};
+              {{"cores", st.P}, {"gelu", s.gelu}, {"hidden", s.hidden}, {"intermediate", s.intermediate}},
+              0, macs, st.act_ops()};
   f.exchanges = 2;  // h, then y
   f.slice_bytes = round_up(std::max(st.rows(s.intermediate), st.rows(s.hidden)) * 2, 4);
   f.core_buffers = {{"x", s.hidden * 2, DType::BF16}, {"h", s.intermediate * 2, DType::BF16},
                     {"acc", f.slice_bytes * 2, DType::F32}};
   f.result_bytes = s.hidden * 2;
+  f.stages = {{"x", s.hidden * 2, true},
+              {"gate_up", 2 * st.wbytes(s.intermediate, s.hidden), true, 1},
+              {"down", st.wbytes(s.hidden, s.intermediate), false, 1, {"result"}}};
   return build_fused(f);
 }
 
@@ -314,6 +387,9 @@ Design qkv_rope_design(DType dtype, const DecodeLayerShape& s, int columns) {
   f.core_buffers = {{"x", s.hidden * 2, DType::BF16}, {"qkv", n * 2, DType::BF16}};
   f.result_bytes = st.q_dim() * 2;
   f.kv_new_bytes = 2 * st.kv_dim() * 2;
+  f.stages = {{"x", s.hidden * 2, true},
+              {"qkv", f.parts[1].bytes_per_core, true, 1},
+              {"rope", 2 * s.head_dim * 2, true, 0, {"result", "kv_new"}}};
   return build_fused(f);
 }
 
@@ -334,6 +410,7 @@ Design attention_decode_design(const DecodeLayerShape& s, int columns) {
   f.core_buffers = {{"q", st.q_dim() * 2, DType::BF16}, {"partial", st.attn_partial_bytes(), DType::F32},
                     {"scores", kObj / 2 * 4, DType::F32}};
   f.result_bytes = st.q_dim() * 2;
+  f.stages = {{"q", st.q_dim() * 2, true}, {"attention", st.kv_bytes(), true, f.exchanges, {"result"}}};
   return build_fused(f);
 }
 
@@ -373,6 +450,16 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& s, int columns) 
                     {"acc", f.slice_bytes * 2, DType::F32}};
   f.result_bytes = s.hidden * 2;
   f.kv_new_bytes = 2 * st.kv_dim() * 2;
+  // x; norm + QKV rows (exchange); QK-norm + RoPE, the new K/V row out; attention partials
+  // (exchanges) and their combine; o rows (exchange) + residual; ffn norm + gate/up rows
+  // (exchange h); down rows (exchange) + residual, the result out.
+  f.stages = {{"x", s.hidden * 2, true},
+              {"qkv", w_attn, true, 1},
+              {"rope", 2 * s.head_dim * 2, true, 0, {"kv_new"}},
+              {"attention", st.kv_bytes(), true, int(st.attn_objects(f.slice_bytes))},
+              {"o", st.wbytes(s.hidden, st.q_dim()), true, 1},
+              {"gate_up", s.hidden * 2 + 2 * st.wbytes(s.intermediate, s.hidden), false, 1},
+              {"down", st.wbytes(s.hidden, s.intermediate), false, 1, {"result"}}};
   return build_fused(f);
 }
 
@@ -396,6 +483,10 @@ Design lm_head_design(DType dtype, int64_t vocab, int64_t hidden, int columns) {
   f.join_bytes = chunk * 4;
   f.join_objects = objects;
   f.core_buffers = {{"x", hidden * 2, DType::BF16}};
+  // x; the norm gamma; then per logits object its rows, the object out.
+  f.stages = {{"x", hidden * 2, true}, {"norm", hidden * 2, true}};
+  for (int64_t o = 0; o < objects; ++o)
+    f.stages.push_back({"rows", chunk * dtype_bytes(dtype, hidden), false, 0, {"out"}});
   return build_fused(f);
 }
 

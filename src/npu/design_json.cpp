@@ -1,5 +1,6 @@
 // Designs as JSON (the files in designs/). Field names follow design.h; enums are written by
 // name ("bf16", "fill"). Reading checks field presence and types and names the bad field.
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -58,6 +59,32 @@ SeqOp read_op(const std::string& s, const std::string& where) {
                               "' (fill, drain, wait)");
 }
 
+CoreOp read_core_op(const std::string& s, const std::string& where) {
+  for (CoreOp op : {CoreOp::Acquire, CoreOp::Release, CoreOp::Call, CoreOp::Loop})
+    if (core_op_name(op) == s) return op;
+  throw std::invalid_argument("design JSON: " + where + ".op: unknown core step '" + s +
+                              "' (acquire, release, call, loop)");
+}
+
+json program_json(const std::vector<CoreStep>& program) {
+  json steps = json::array();
+  for (const CoreStep& s : program) {
+    json js = {{"op", core_op_name(s.op)}};
+    if (s.op == CoreOp::Loop) {
+      js["count"] = s.count;
+      js["body"] = s.body;
+    } else {
+      js["name"] = s.name;
+    }
+    if (s.op == CoreOp::Call) {
+      js["operands"] = s.operands;
+      if (!s.args.empty()) js["args"] = s.args;
+    }
+    steps.push_back(js);
+  }
+  return steps;
+}
+
 const json& array_at(const json& j, const char* key, const std::string& where) {
   static const json empty = json::array();
   if (!j.contains(key)) return empty;
@@ -84,6 +111,7 @@ json design_to_json(const Design& d) {
       jt["kernel"] = {{"name", t.kernel.name},           {"dtype", dtype_name(t.kernel.dtype)},
                       {"args", t.kernel.args},           {"mmul_macs", t.kernel.mmul_macs},
                       {"vector_macs", t.kernel.vector_macs}, {"vector_ops", t.kernel.vector_ops}};
+    if (!t.program.empty()) jt["program"] = program_json(t.program);
     tiles.push_back(jt);
   }
   j["tiles"] = tiles;
@@ -152,6 +180,24 @@ Design design_from_json(const json& j) {
       t.kernel.vector_macs = field_or<int64_t>(k, "vector_macs", wk, 0);
       t.kernel.vector_ops = field_or<int64_t>(k, "vector_ops", wk, 0);
     }
+    const json& prog = array_at(tiles[i], "program", w);
+    for (size_t k = 0; k < prog.size(); ++k) {
+      const std::string wp = w + ".program[" + std::to_string(k) + "]";
+      CoreStep st;
+      st.op = read_core_op(field<std::string>(prog[k], "op", wp), wp);
+      if (st.op == CoreOp::Loop) {
+        st.count = field<int64_t>(prog[k], "count", wp);
+        st.body = field<int64_t>(prog[k], "body", wp);
+      } else {
+        st.name = field<std::string>(prog[k], "name", wp);
+      }
+      if (st.op == CoreOp::Call) {
+        st.operands = field<std::vector<std::string>>(prog[k], "operands", wp);
+        st.args = field_or<std::map<std::string, int64_t>>(prog[k], "args", wp, {});
+      }
+      t.program.push_back(std::move(st));
+    }
+    if (!t.program.empty()) check_core_program(d.name, t);
     d.tiles.push_back(std::move(t));
   }
   const json& fifos = array_at(j, "fifos", "design");
@@ -201,6 +247,54 @@ Design design_from_json(const json& j) {
     d.sequence.push_back(std::move(s));
   }
   return d;
+}
+
+std::string_view core_op_name(CoreOp op) {
+  switch (op) {
+    case CoreOp::Acquire: return "acquire";
+    case CoreOp::Release: return "release";
+    case CoreOp::Call: return "call";
+    case CoreOp::Loop: return "loop";
+  }
+  return "?";
+}
+
+void check_core_program(const std::string& design, const TileUse& t) {
+  const auto bad = [&](size_t i, const std::string& what) {
+    throw std::invalid_argument("design " + design + ": core " + to_string(t.at) + " program step " +
+                                std::to_string(i) + ": " + what);
+  };
+  std::vector<std::string> held;  // FIFOs with an acquired object, in acquire order
+  std::vector<size_t> loop_end;   // open loops: index one past their body
+  for (size_t i = 0; i <= t.program.size(); ++i) {
+    while (!loop_end.empty() && loop_end.back() == i) loop_end.pop_back();
+    if (i == t.program.size()) break;
+    const CoreStep& s = t.program[i];
+    switch (s.op) {
+      case CoreOp::Loop:
+        if (s.count < 1 || s.body < 1) bad(i, "loop needs count >= 1 and a body of >= 1 steps");
+        if (i + 1 + size_t(s.body) > t.program.size() || (!loop_end.empty() && i + 1 + size_t(s.body) > loop_end.back()))
+          bad(i, "loop body runs past its enclosing block");
+        loop_end.push_back(i + 1 + size_t(s.body));
+        break;
+      case CoreOp::Acquire:
+        if (std::find(held.begin(), held.end(), s.name) != held.end()) bad(i, "acquires " + s.name + " twice");
+        held.push_back(s.name);
+        break;
+      case CoreOp::Release: {
+        auto it = std::find(held.begin(), held.end(), s.name);
+        if (it == held.end()) bad(i, "releases " + s.name + " which it does not hold");
+        held.erase(it);
+        break;
+      }
+      case CoreOp::Call:
+        if (s.name.empty()) bad(i, "call names no entry point");
+        for (const std::string& f : s.operands)
+          if (std::find(held.begin(), held.end(), f) == held.end()) bad(i, s.name + " takes " + f + " which is not acquired");
+        break;
+    }
+  }
+  if (!held.empty()) bad(t.program.size(), "ends holding " + held.front());
 }
 
 void save_design(const Design& d, const std::string& path) {

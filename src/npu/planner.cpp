@@ -111,6 +111,31 @@ Plan plan_graph(const Graph& g, XclbinPolicy policy) {
   return plan;
 }
 
+Plan plan_nodes(std::span<const SeenNode> nodes, XclbinPolicy policy) {
+  Plan plan;
+  plan.policy = policy;
+  DesignCache cache(policy);
+  std::vector<Invocation> invocations;
+  for (const SeenNode& s : nodes) {
+    Shape out;
+    try {
+      out = infer_output(s.node, s.inputs).shape;
+    } catch (const std::invalid_argument&) {
+      // ops the planner has no shape rule for (cache writes, convolutions): shown without one
+    }
+    const OpChoice c = cache.choose(s.node, s.inputs);
+    PlannedOp op{s.node.name, s.node.op, out, c.on_npu, {}, c.reason, 0};
+    if (c.on_npu) {
+      op.design = c.design->name;
+      op.modelled_us = model_design(*c.design).total_s * 1e6;
+      invocations.push_back({c.design.get(), c.xclbin, true});
+    }
+    plan.ops.push_back(std::move(op));
+  }
+  plan.cost = cost_report(invocations);
+  return plan;
+}
+
 int Plan::npu_ops() const {
   int k = 0;
   for (const PlannedOp& o : ops) k += o.on_npu;

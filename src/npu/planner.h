@@ -39,6 +39,15 @@ ValueInfo infer_output(const Node& node, std::span<const ValueInfo> inputs);
 
 Plan plan_graph(const Graph& g, XclbinPolicy policy = XclbinPolicy::Single);
 
+// The same for nodes already seen with their inputs' shapes (e.g. recorded while a model ran a
+// pass whose graphs it does not expose: Whisper), in run order. Output shapes are inferred where
+// the planner can (else left empty).
+struct SeenNode {
+  Node node;
+  std::vector<ValueInfo> inputs;
+};
+Plan plan_nodes(std::span<const SeenNode> nodes, XclbinPolicy policy = XclbinPolicy::Single);
+
 // ---- Decoder (LLM) decode plans -------------------------------------------------------------
 // What the planner needs of a decoder-only model (the CLI fills it from a DecoderSpec; the npu
 // layer does not depend on the model loaders).

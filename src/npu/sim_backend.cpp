@@ -9,9 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/numeric.h"
+#include "aie_kernels/kernels.h"
 #include "npu/aie_kernels.h"
 #include "npu/aie_numerics.h"
 #include "npu/design_families.h"
+#include "npu/sim_exec_encoder.h"
 
 namespace xdna::npu {
 
@@ -177,6 +179,24 @@ OpChoice DesignCache::choose(const Node& node, std::span<const ValueInfo> in) {
     case OpKind::Softmax:
       return use("softmax/" + std::to_string(rows) + "x" + std::to_string(last),
                  [=] { return softmax_design(rows, last); }, SimPath::Softmax);
+    case OpKind::Attention: {
+      // q [T, H, D], k/v [S, Hkv, D]: the encoder attention design (key j at position j, query
+      // i at q_offset + i). Masks, soft-capping and query offsets have no design yet.
+      if (in.size() != 3) return refuse("attention with a mask input: no design (the design masks by position only)");
+      if (node.attrs.softcap != 0.0f) return refuse("attention logit soft-capping: no design");
+      if (node.attrs.q_offset != 0) return refuse("attention with a query offset (decode): no design here");
+      const Shape &ks = in[1].shape, &vs = in[2].shape;
+      if (xs.size() != 3 || ks.size() != 3 || vs != ks || !plain_activation(in[1].dtype) || !plain_activation(in[2].dtype))
+        return refuse("attention inputs are not q [T, H, D] and k, v [S, Hkv, D] activations of one head_dim");
+      if (ks[2] != xs[2] || ks[1] <= 0 || xs[1] % ks[1] != 0)
+        return refuse("attention k/v heads or head_dim do not match q");
+      const EncoderAttentionShape es{xs[0], ks[0], xs[1], ks[1], xs[2], node.attrs.causal, node.attrs.window};
+      char key[160];
+      std::snprintf(key, sizeof key, "encoder_attention/%lldx%lld/h%lldkv%lldd%lld/c%dw%lld", (long long)es.T,
+                    (long long)es.S, (long long)es.heads, (long long)es.kv_heads, (long long)es.head_dim,
+                    int(es.causal), (long long)es.window);
+      return use(key, [=] { return encoder_attention_design(es); }, SimPath::Attention);
+    }
     default:
       return refuse("no design family for " + std::string(op_name(node.op)));
   }
@@ -334,7 +354,7 @@ Tensor NpuSimBackend::compute(const Node& node, std::span<const Tensor> inputs) 
       if (c.path == SimPath::GemvBf16) {
         std::vector<aie::bf16> xb(static_cast<size_t>(Kp)), yb(static_cast<size_t>(N));
         for (int64_t k = 0; k < K; ++k) xb[size_t(k)] = {f32_to_bf16(x[k])};
-        aie::gemv_bf16(pw.rows_bf16.data(), xb.data(), yb.data(), N, Kp, kStoreRounding);
+        ::gemv_bf16(pw.rows_bf16.data(), xb.data(), yb.data(), int32_t(Kp), int32_t(N));  // aie_kernels/gemv_bf16.cc
         for (int64_t j = 0; j < N; ++j) y[j] = aie::to_float(yb[size_t(j)]);
       } else if (c.path == SimPath::GemmBf16) {
         // One f32 accumulator per output, products (exact: bf16 x bf16) added in increasing k
@@ -414,24 +434,27 @@ Tensor NpuSimBackend::compute(const Node& node, std::span<const Tensor> inputs) 
       std::vector<float> bs;
       const float* b = inputs.size() > 1 ? f32_values(inputs[1], bs) : nullptr;
       const float s = node.attrs.scale;
-      // The kernels of aie_kernels.h on bf16 copies (the fused designs run the same ones).
+      // The core kernels (aie_kernels/eltwise_*.cc) on bf16 copies (the fused designs run the same ones).
       const std::vector<aie::bf16> xb = bf16_values(x, numel);
       std::vector<aie::bf16> yb(static_cast<size_t>(numel));
       switch (c.path) {
         case SimPath::Add:
-          aie::add_bf16(xb.data(), bf16_values(b, numel).data(), yb.data(), numel, kStoreRounding);
+          ::eltwise_add_bf16(xb.data(), bf16_values(b, numel).data(), yb.data(), int32_t(numel));
           break;
         case SimPath::Mul:
-          aie::mul_bf16(xb.data(), bf16_values(b, numel).data(), yb.data(), numel, kStoreRounding);
+          ::eltwise_mul_bf16(xb.data(), bf16_values(b, numel).data(), yb.data(), int32_t(numel));
           break;
-        case SimPath::Scale:
-          for (int64_t i = 0; i < numel; ++i) yb[size_t(i)] = aie::to_bf16(aie::to_float(xb[size_t(i)]) * s, kStoreRounding);
+        case SimPath::Scale: {
+          uint8_t s_bytes[4];
+          std::memcpy(s_bytes, &s, 4);
+          ::eltwise_scale_bf16(xb.data(), s_bytes, yb.data(), int32_t(numel));
           break;
+        }
         case SimPath::Silu:  // x * 1 / (1 + exp(-x)) through the exp and reciprocal tables
-          aie::silu_bf16(xb.data(), yb.data(), numel, kStoreRounding);
+          ::eltwise_silu_bf16(xb.data(), yb.data(), int32_t(numel));
           break;
         default:  // gelu, tanh form as x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
-          aie::gelu_tanh_bf16(xb.data(), yb.data(), numel, kStoreRounding);
+          ::eltwise_gelu_bf16(xb.data(), yb.data(), int32_t(numel));
       }
       for (int64_t i = 0; i < numel; ++i) y[i] = aie::to_float(yb[size_t(i)]);
       break;
@@ -451,50 +474,48 @@ Tensor NpuSimBackend::compute(const Node& node, std::span<const Tensor> inputs) 
         if (b) be[size_t(j)] = bf16_round(b[j]);
       }
       const float eps = node.attrs.eps;
-      if (!layer) {  // the rmsnorm kernel (aie_kernels.h), as the fused designs run it
+      if (!layer) {  // the rmsnorm kernel (aie_kernels/rmsnorm_bf16.cc), as the fused designs run it
         const std::vector<aie::bf16> gb = bf16_values(w, H);
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < rows; ++r) {
           const std::vector<aie::bf16> xb = bf16_values(x + r * H, H);
           std::vector<aie::bf16> yb(static_cast<size_t>(H));
-          aie::rmsnorm_bf16(xb.data(), gb.data(), node.attrs.rms_offset, eps, yb.data(), H, kStoreRounding);
+          ::rmsnorm_bf16(xb.data(), gb.data(), yb.data(), int32_t(H), xk::f32_bits(eps), xk::f32_bits(node.attrs.rms_offset));
           for (int64_t j = 0; j < H; ++j) y[r * H + j] = aie::to_float(yb[size_t(j)]);
         }
         break;
       }
+      // The layernorm kernel (aie_kernels/layernorm_bf16.cc): gamma then beta (0 without bias).
+      std::vector<aie::bf16> gbe(static_cast<size_t>(2 * H));
+      for (int64_t j = 0; j < H; ++j) gbe[size_t(j)] = {f32_to_bf16(g[size_t(j)])}, gbe[size_t(H + j)] = {f32_to_bf16(be[size_t(j)])};
 #pragma omp parallel for schedule(static)
       for (int64_t r = 0; r < rows; ++r) {
-        std::vector<float> v(static_cast<size_t>(H));
-        for (int64_t j = 0; j < H; ++j) v[size_t(j)] = bf16_round(x[r * H + j]);
-        float mean = 0.0f;
-        if (layer) {
-          float sum = 0.0f;
-          for (float t : v) sum += t;
-          mean = sum / float(H);
-        }
-        float sq = 0.0f;
-        for (float t : v) sq += (t - mean) * (t - mean);
-        const float inv = 1.0f / std::sqrt(sq / float(H) + eps);
-        for (int64_t j = 0; j < H; ++j)
-          y[r * H + j] = store_bf16((v[size_t(j)] - mean) * inv * g[size_t(j)] + be[size_t(j)]);
+        const std::vector<aie::bf16> xb = bf16_values(x + r * H, H);
+        std::vector<aie::bf16> yb(static_cast<size_t>(H));
+        ::layernorm_bf16(xb.data(), gbe.data(), yb.data(), int32_t(H), xk::f32_bits(eps));
+        for (int64_t j = 0; j < H; ++j) y[r * H + j] = aie::to_float(yb[size_t(j)]);
       }
+      break;
+    }
+    case SimPath::Attention: {  // the encoder_attention design run tile by tile (sim_exec_encoder.h)
+      std::vector<float> ks, vs;
+      const float* k = f32_values(inputs[1], ks);
+      const float* v = f32_values(inputs[2], vs);
+      const std::vector<float> o = sim_encoder_attention(*c.design, {x, size_t(numel)}, {k, size_t(inputs[1].numel())},
+                                                         {v, size_t(inputs[2].numel())}, node.attrs.attn_scale);
+      out = Tensor::empty(xshape);
+      std::copy(o.begin(), o.end(), out.data<float>());
       break;
     }
     case SimPath::Softmax: {
       out = Tensor::empty(xshape);
       float* y = out.data<float>();
       const int64_t L = last;
-      for (int64_t r = 0; r < rows; ++r) {
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < L; ++j) mx = std::max(mx, bf16_round(x[r * L + j]));
-        float sum = 0.0f;
-        for (int64_t j = 0; j < L; ++j) {
-          const float e = aie::exp_lut(bf16_round(x[r * L + j]) - mx);
-          y[r * L + j] = e;
-          sum += e;
-        }
-        const float inv = aie::reciprocal_lut(sum);
-        for (int64_t j = 0; j < L; ++j) y[r * L + j] = store_bf16(y[r * L + j] * inv);
+      for (int64_t r = 0; r < rows; ++r) {  // the softmax kernel (aie_kernels/softmax_bf16.cc)
+        const std::vector<aie::bf16> xb = bf16_values(x + r * L, L);
+        std::vector<aie::bf16> yb(static_cast<size_t>(L));
+        ::softmax_bf16(xb.data(), yb.data(), int32_t(L));
+        for (int64_t j = 0; j < L; ++j) y[r * L + j] = aie::to_float(yb[size_t(j)]);
       }
       break;
     }

@@ -42,6 +42,7 @@ enum class SimPath : uint8_t {
   GemvBf16, GemmBf16, MatmulBfp16, MatmulInt8,  // MatMul
   Add, Mul, Scale, Silu, Gelu,                  // elementwise
   LayerNorm, RMSNorm, Softmax,
+  Attention,  // encoder_attention design (sim_exec_encoder.h)
 };
 
 // The decision for one node: a validated design, or the reason it stays on the host.

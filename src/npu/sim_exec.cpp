@@ -7,7 +7,7 @@
 
 #include "core/graph.h"
 #include "core/numeric.h"
-#include "npu/aie_kernels.h"
+#include "aie_kernels/kernels.h"
 #include "npu/sim_backend.h"
 
 namespace xdna::npu {
@@ -267,14 +267,14 @@ std::vector<bf16> gemv_exchange(const std::vector<std::vector<bf16>>& rows, cons
                                 int64_t R, int64_t n) {
   std::vector<bf16> out(rows.size() * size_t(R));
   for (size_t p = 0; p < rows.size(); ++p)
-    aie::gemv_bf16(rows[p].data(), x.data(), out.data() + p * size_t(R), R, int64_t(x.size()), kSimRounding);
+    ::gemv_bf16(rows[p].data(), x.data(), out.data() + p * size_t(R), int32_t(x.size()), int32_t(R));
   out.resize(size_t(n));
   return out;
 }
 
 std::vector<bf16> rmsnorm(const std::vector<bf16>& x, const std::vector<bf16>& gamma, const SimKernelArgs& k) {
   std::vector<bf16> y(x.size());
-  aie::rmsnorm_bf16(x.data(), gamma.data(), k.rms_offset, k.eps, y.data(), int64_t(x.size()), kSimRounding);
+  ::rmsnorm_bf16(x.data(), gamma.data(), y.data(), int32_t(x.size()), xk::f32_bits(k.eps), xk::f32_bits(k.rms_offset));
   return y;
 }
 
@@ -285,12 +285,11 @@ void qk_norm_rope(const Geometry& g, std::vector<bf16>& qkv, const std::vector<b
   if (g.qk_norm)
     for (int64_t h = 0; h < g.heads + g.kv_heads; ++h) {
       bf16* v = qkv.data() + h * g.D;
-      aie::rmsnorm_bf16(v, (h < g.heads ? qn : kn).data(), k.rms_offset, k.eps, tmp.data(), g.D, kSimRounding);
+      ::rmsnorm_bf16(v, (h < g.heads ? qn : kn).data(), tmp.data(), int32_t(g.D), xk::f32_bits(k.eps),
+                     xk::f32_bits(k.rms_offset));
       std::copy(tmp.begin(), tmp.end(), v);
     }
-  const float* cs = rope.data();
-  const float* sn = rope.data() + g.D / 2;
-  aie::rope_bf16(qkv.data(), cs, sn, g.heads + g.kv_heads, g.D, k.rope_interleaved, kSimRounding);
+  ::rope_bf16(qkv.data(), rope.data(), int32_t(g.heads + g.kv_heads), int32_t(g.D), k.rope_interleaved);
 }
 
 // The cores' flash-decoding partials and their combination (every core combines them all; the
@@ -300,8 +299,9 @@ std::vector<bf16> attention(const Geometry& g, const std::vector<bf16>& q, const
                             int64_t new_row, const bf16* k_new, const bf16* v_new, const SimKernelArgs& k) {
   const int64_t group = g.heads / g.kv_heads, D = g.D, ppc = g.ppc();
   const float scale = k.attn_scale != 0.0f ? k.attn_scale : 1.0f / std::sqrt(float(D));
-  // partials[q head] in core order
-  std::vector<std::vector<aie::AttnPartial>> parts(size_t(g.heads));
+  // partials[q head] in core order: {max, sum} pairs and the bf16 outputs
+  std::vector<std::vector<float>> parts(size_t(g.heads));
+  std::vector<float> scores(static_cast<size_t>(std::max<int64_t>(ppc, 1)));  // the core's "scores" buffer
   std::vector<std::vector<bf16>> outs(size_t(g.heads));
   for (int64_t p = 0; p < g.P; ++p) {
     int64_t h0, h1, t0, t1;
@@ -316,16 +316,18 @@ std::vector<bf16> attention(const Geometry& g, const std::vector<bf16>& q, const
       for (int64_t j = 0; j < group; ++j) {
         const int64_t hq = h * group + j;
         std::vector<bf16> o(static_cast<size_t>(D));
-        parts[size_t(hq)].push_back(aie::attention_partial_bf16(q.data() + hq * D, K.data(), V.data(), t1 - t0, D,
-                                                                scale, o.data(), kSimRounding));
+        float ms[2];
+        ::attention_partial_bf16(q.data() + hq * D, K.data(), V.data(), o.data(), ms, scores.data(),
+                                 int32_t(std::max<int64_t>(t1 - t0, 0)), int32_t(D), xk::f32_bits(scale));
+        parts[size_t(hq)].insert(parts[size_t(hq)].end(), ms, ms + 2);
         outs[size_t(hq)].insert(outs[size_t(hq)].end(), o.begin(), o.end());
       }
     }
   }
   std::vector<bf16> out(size_t(g.q_dim()));
   for (int64_t hq = 0; hq < g.heads; ++hq)
-    aie::attention_combine_bf16(parts[size_t(hq)].data(), outs[size_t(hq)].data(), int64_t(parts[size_t(hq)].size()),
-                                D, out.data() + hq * D, kSimRounding);
+    ::attention_combine_bf16(parts[size_t(hq)].data(), outs[size_t(hq)].data(), out.data() + hq * D,
+                             int32_t(parts[size_t(hq)].size() / 2), int32_t(D));
   return out;
 }
 
@@ -337,11 +339,11 @@ std::vector<bf16> mlp(const Geometry& g, const std::vector<std::vector<bf16>>& g
   std::vector<bf16> h(static_cast<size_t>(g.P * Ri));
   std::vector<bf16> gs(static_cast<size_t>(Ri)), us(static_cast<size_t>(Ri)), as(static_cast<size_t>(Ri));
   for (int64_t p = 0; p < g.P; ++p) {
-    aie::gemv_bf16(gate[size_t(p)].data(), x.data(), gs.data(), Ri, g.hidden, kSimRounding);
-    aie::gemv_bf16(up[size_t(p)].data(), x.data(), us.data(), Ri, g.hidden, kSimRounding);
-    if (g.gelu) aie::gelu_tanh_bf16(gs.data(), as.data(), Ri, kSimRounding);
-    else aie::silu_bf16(gs.data(), as.data(), Ri, kSimRounding);
-    aie::mul_bf16(as.data(), us.data(), h.data() + p * Ri, Ri, kSimRounding);
+    ::gemv_bf16(gate[size_t(p)].data(), x.data(), gs.data(), int32_t(g.hidden), int32_t(Ri));
+    ::gemv_bf16(up[size_t(p)].data(), x.data(), us.data(), int32_t(g.hidden), int32_t(Ri));
+    if (g.gelu) ::eltwise_gelu_bf16(gs.data(), as.data(), int32_t(Ri));
+    else ::eltwise_silu_bf16(gs.data(), as.data(), int32_t(Ri));
+    ::eltwise_mul_bf16(as.data(), us.data(), h.data() + p * Ri, int32_t(Ri));
   }
   h.resize(size_t(g.I));
   return gemv_exchange(down, h, Rh, g.hidden);
@@ -412,9 +414,9 @@ void run_decode_layer(const Design& d, HostArgs& args, const SimKernelArgs& k) {
                                            qkv.data() + g.q_dim() + g.kv_dim(), k);
   const std::vector<bf16> ov = gemv_exchange(o, attn, Rh, g.hidden);
   std::vector<bf16> h1(size_t(g.hidden)), out(size_t(g.hidden));
-  aie::add_bf16(x.data(), ov.data(), h1.data(), g.hidden, kSimRounding);
+  ::eltwise_add_bf16(x.data(), ov.data(), h1.data(), int32_t(g.hidden));
   const std::vector<bf16> dn = mlp(g, gate, up, down, rmsnorm(h1, gamma2, k));
-  aie::add_bf16(h1.data(), dn.data(), out.data(), g.hidden, kSimRounding);
+  ::eltwise_add_bf16(h1.data(), dn.data(), out.data(), int32_t(g.hidden));
   std::vector<uint8_t> res = as_bytes(out, g.hidden * 2);
   drain(d, args, "result", res);
 }
@@ -512,7 +514,7 @@ void run_lm_head(const Design& d, HostArgs& args, const SimKernelArgs& k) {
     std::vector<bf16> gamma = r.take<bf16>(h.hidden);
     std::vector<bf16> rows = r.take<bf16>(h.R * h.hidden);
     if (p == 0) xn = rmsnorm(x, gamma, k);  // every core normalises the same x
-    aie::gemv_bf16_f32(rows.data(), xn.data(), logits[size_t(p)].data(), h.R, h.hidden);
+    ::gemv_bf16_f32(rows.data(), xn.data(), logits[size_t(p)].data(), int32_t(h.hidden), int32_t(h.R));
   }
   for (int64_t c = 0; c < h.P / kCores; ++c) {
     std::vector<uint8_t> col;

@@ -1,4 +1,5 @@
 #include "pipeline/classify.h"
+#include "pipeline/conv_npu_sim.h"
 
 #include <algorithm>
 #include <cmath>
@@ -73,8 +74,16 @@ class ConvNetwork final : public ImageNetwork {
   std::string pooling() const override { return ""; }
   int64_t num_labels() const override { return m_->num_labels(); }
   int64_t image_size() const override { return m_->spec().image_size; }
-  ImageNetOutput run(const Tensor& pixels, const std::vector<Backend*>&) const override {
+  // With npu-sim first in `backends`: every conv a conv design takes on npu-sim (bf16,
+  // pipeline/conv_npu_sim.h), the rest on the host; otherwise host-direct in f32.
+  ImageNetOutput run(const Tensor& pixels, const std::vector<Backend*>& backends) const override {
     ImageNetOutput out;
+    if (!backends.empty() && backends[0]->name() == npu::kModelledLabel) {
+      ConvSimRun sim;
+      out.logits = convnet_forward_npu_sim(*m_, pixels, &sim);
+      out.report = std::move(sim.report);
+      return out;
+    }
     out.logits = m_->forward(pixels);
     return out;
   }

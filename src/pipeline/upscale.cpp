@@ -5,6 +5,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "pipeline/conv_npu_sim.h"
+
 namespace xdna {
 
 namespace {
@@ -28,6 +30,13 @@ uint8_t to_byte(float v, float k) {
   return static_cast<uint8_t>(std::nearbyint(s));  // round half to even, as tf.round
 }
 
+// The network on one tile, at the options' precision.
+Tensor run_net(const Upscaler& up, const UpscaleOptions& opts, const Tensor& x) {
+  if (opts.precision == "f32") return run_upscaler(up.net, x);
+  if (opts.precision == "bf16") return run_upscaler_npu_sim(up.net, x, opts.sim_run);
+  throw std::invalid_argument("upscale: precision '" + opts.precision + "' (f32 or bf16)");
+}
+
 }  // namespace
 
 int auto_tile_size(const UpscalerNet& net, const UpscaleOptions& opts) {
@@ -37,8 +46,10 @@ int auto_tile_size(const UpscalerNet& net, const UpscaleOptions& opts) {
   return std::clamp(side, 32, 1024);
 }
 
-Tensor upscale_raw(const Upscaler& up, const Image& img) {
-  return run_upscaler(up.net, crop_to_tensor(img, 0, 0, img.width, img.height, up.input_max));
+Tensor upscale_raw(const Upscaler& up, const Image& img) { return upscale_raw(up, img, UpscaleOptions{}); }
+
+Tensor upscale_raw(const Upscaler& up, const Image& img, const UpscaleOptions& opts) {
+  return run_net(up, opts, crop_to_tensor(img, 0, 0, img.width, img.height, up.input_max));
 }
 
 Image upscale_image(const Upscaler& up, const Image& img, const UpscaleOptions& opts) {
@@ -58,7 +69,7 @@ Image upscale_image(const Upscaler& up, const Image& img, const UpscaleOptions& 
       const int x1 = std::min(tx + tile, img.width), y1 = std::min(ty + tile, img.height);
       const int cx0 = std::max(tx - m, 0), cy0 = std::max(ty - m, 0);
       const int cx1 = std::min(x1 + m, img.width), cy1 = std::min(y1 + m, img.height);
-      const Tensor y = run_upscaler(up.net, crop_to_tensor(img, cx0, cy0, cx1, cy1, up.input_max));
+      const Tensor y = run_net(up, opts, crop_to_tensor(img, cx0, cy0, cx1, cy1, up.input_max));
       const int64_t H = y.dim(1), W = y.dim(2);
       if (H != int64_t{cy1 - cy0} * s || W != int64_t{cx1 - cx0} * s)
         throw std::runtime_error(up.net.origin + ": the output is " + shape_str(y.shape()) + " for a " +

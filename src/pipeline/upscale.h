@@ -18,7 +18,13 @@ struct Upscaler {
   float input_max = 255.0f, output_max = 255.0f;
 };
 
+struct ConvSimRun;  // pipeline/conv_npu_sim.h
+
 struct UpscaleOptions {
+  // "f32": the host backend; "bf16": every conv a conv design takes runs on npu-sim (bf16
+  // operands and activations, f32 accumulation: pipeline/conv_npu_sim.h), the rest on the host.
+  std::string precision = "f32";
+  ConvSimRun* sim_run = nullptr;  // optional: collects the npu-sim convs and host ops (bf16)
   int tile = 0;  // interior tile side in input pixels; 0 = largest that fits `memory_budget`
   double memory_budget = 192.0 * (1 << 20);  // bytes of activations per tile (when tile = 0)
 };
@@ -31,6 +37,7 @@ Image upscale_image(const Upscaler& up, const Image& img, const UpscaleOptions& 
 
 // The model's f32 output [3, H, W] for a whole image, in output range, before clamping: for tests.
 Tensor upscale_raw(const Upscaler& up, const Image& img);
+Tensor upscale_raw(const Upscaler& up, const Image& img, const UpscaleOptions& opts);
 
 // Writes 8-bit RGB PNG (libpng). Throws std::runtime_error naming the path on failure.
 void encode_png(const Image& img, const std::string& path);

@@ -39,7 +39,7 @@ TEST(CliPlanConformer, ParakeetTdtText) {
   EXPECT_TRUE(contains(r.out, "parakeet conformer, tdt head; 10 s of audio = 1000 mel frames -> 125 encoder frames"))
       << r.out;
   EXPECT_TRUE(contains(r.out, "npu-sim  matmul")) << r.out;
-  EXPECT_TRUE(contains(r.out, "host: no design family for attention")) << r.out;
+  EXPECT_TRUE(contains(r.out, "host: attention with a mask input")) << r.out;  // rel-pos biases
   EXPECT_TRUE(contains(r.out, "host: no design family for conv2d")) << r.out;
   EXPECT_TRUE(contains(r.out, "glu+depthwise_conv1d+silu")) << r.out;
   EXPECT_TRUE(contains(r.out, "host: no design family for depthwise conv1d or GLU")) << r.out;
@@ -120,7 +120,7 @@ TEST(CliPlanConformer, GigaamRnntPerToken) {
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "rnnt head, per emitted token")) << r.out;
   EXPECT_TRUE(contains(r.out, "the host picks the token\n")) << r.out;  // no duration (that is TDT)
-  EXPECT_TRUE(contains(r.out, "host: no design family for attention")) << r.out;
+  EXPECT_TRUE(contains(r.out, "host: attention with a mask input")) << r.out;  // rel-pos biases
 }
 
 TEST(CliPlanConformer, BadSecondsIsAnError) {

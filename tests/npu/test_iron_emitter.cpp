@@ -9,6 +9,8 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "npu/artifacts/iron_emitter.h"
 #include "npu/design_families.h"
 
@@ -130,6 +132,69 @@ TEST(IronEmitter, DecodeLayerParsesAndHasEveryFifoWorkerAndTransfer) {
   // The memtile chain: each column's join is fed by the previous column's chain FIFO.
   EXPECT_NE(py.find("of_act.prod().join("), std::string::npos);
   EXPECT_NE(py.find("of_chain_c0.prod().join("), std::string::npos);
+}
+
+// Objects a core program acquires from `fifo` per invocation (loops multiplied out).
+int64_t acquired(const std::vector<CoreStep>& prog, const std::string& fifo) {
+  int64_t n = 0;
+  std::vector<std::pair<size_t, int64_t>> loops;  // (end, multiplier)
+  int64_t mult = 1;
+  for (size_t i = 0; i < prog.size(); ++i) {
+    while (!loops.empty() && loops.back().first == i) mult /= loops.back().second, loops.pop_back();
+    if (prog[i].op == CoreOp::Loop) loops.push_back({i + 1 + size_t(prog[i].body), prog[i].count}), mult *= prog[i].count;
+    if (prog[i].op == CoreOp::Acquire && prog[i].name == fifo) n += mult;
+  }
+  return n;
+}
+
+TEST(IronEmitter, FusedCoresRunTheirProgramInTheSimulatorsStageOrder) {
+  DecodeLayerShape s = small_layer();
+  s.qk_norm = true;
+  for (const Design& d : {decode_layer_design(DType::BF16, s, 2), qkv_rope_design(DType::BF16, s, 2),
+                          attention_decode_design(s, 2), mlp_fused_design(DType::BF16, s, 2),
+                          lm_head_design(DType::BF16, 4096, 1024, 2)}) {
+    for (const TileUse& t : d.tiles) {
+      if (!t.has_kernel) continue;
+      ASSERT_FALSE(t.program.empty()) << d.name;
+      const std::string cr = "_c" + std::to_string(t.at.col) + "r" + std::to_string(t.at.row - 2);
+      // Every FIFO end of the core moves exactly its objects through the program.
+      for (const ObjectFifo& f : d.fifos) {
+        bool mine = f.producer.tile == t.at;
+        for (const FifoEnd& e : f.consumers) mine = mine || e.tile == t.at;
+        if (mine) EXPECT_EQ(acquired(t.program, f.name), f.objects) << d.name << " " << f.name << cr;
+      }
+    }
+    const std::string py = emit_iron(d);
+    EXPECT_TRUE(python_parses(py, d.family)) << d.name;
+    expect_structure(d, py);
+    EXPECT_EQ(py.find("placeholder"), std::string::npos) << d.name;
+    // The program survives JSON.
+    EXPECT_EQ(design_to_json(design_from_json(design_to_json(d))), design_to_json(d)) << d.name;
+    EXPECT_EQ(design_from_json(design_to_json(d)).tiles[2].program.size(), d.tiles[2].program.size());
+  }
+  // decode_layer, in the order npu-sim runs it: x, norm + QKV rows, then the QKV exchange
+  // (give the slice, take the gathered vector), RoPE, the KV stream, ..., the result.
+  const Design d = decode_layer_design(DType::BF16, s, 2);
+  const std::string py = emit_iron(d);
+  const size_t w = py.find("def core_0_2(");
+  ASSERT_NE(w, std::string::npos);
+  size_t at = w;
+  for (const char* step : {"k_decode_layer_bf16_x(e_ddr_c0r0", "k_decode_layer_bf16_qkv(e_ddr_c0r0",
+                           "e_slice_c0r0 = slice_c0r0.acquire(1)", "k_decode_layer_bf16_qkv_give(e_slice_c0r0",
+                           "k_decode_layer_bf16_qkv_take(e_act", "k_decode_layer_bf16_rope(e_ddr_c0r0",
+                           "k_decode_layer_bf16_rope_kv_new(e_kv_new", "k_decode_layer_bf16_attention(e_ddr_c0r0",
+                           "k_decode_layer_bf16_attention_give(", "k_decode_layer_bf16_o(e_ddr_c0r0",
+                           "k_decode_layer_bf16_gate_up(", "k_decode_layer_bf16_down(", "k_decode_layer_bf16_down_take("}) {
+    const size_t next = py.find(step, at);
+    ASSERT_NE(next, std::string::npos) << step << "\n" << py.substr(w, 3000);
+    at = next;
+  }
+  EXPECT_EQ(py.find("k_decode_layer_bf16_down_result", w), py.find("k_decode_layer_bf16_down_result"))
+      << "only the last core produces the result";
+  // A broken program is refused, naming the step.
+  Design bad = d;
+  bad.tiles[2].program.pop_back();  // a Release
+  EXPECT_THROW(emit_iron(bad), std::invalid_argument);
 }
 
 TEST(IronEmitter, LibraryKernelNamesItsSource) {

@@ -149,9 +149,10 @@ TEST(NpuSim, ElementwiseAndNormsAreCloseToF32) {
 
 TEST(NpuSim, RefusesWhatNoDesignCovers) {
   NpuSimBackend sim;
-  const Tensor q = random_tensor({8, 2, 16}, 12);
+  // Attention with head_dim 8 (the encoder attention design wants multiples of 16).
+  const Tensor q = random_tensor({8, 2, 8}, 12);
   EXPECT_FALSE(sim.supports(Node{OpKind::Attention, {}, {0, 1, 2}, 3, "attn"}, std::vector<Tensor>{q, q, q}));
-  EXPECT_NE(sim.refusals().at("attention").find("no design family"), std::string::npos);
+  EXPECT_NE(sim.refusals().at("attention").find("head_dim 8"), std::string::npos);
   EXPECT_FALSE(sim.supports(Node{OpKind::Relu, {}, {0}, 1, "relu"}, std::vector<Tensor>{q}));
   // Broadcasting add ([T, D] + [D]) has no design; a norm over 8 values is not 16-aligned.
   const Tensor x = random_tensor({4, 24}, 13), b = random_tensor({24}, 14);
@@ -201,7 +202,7 @@ TEST(NpuSim, CostCountsDispatchesAndConfigures) {
 }
 
 TEST(NpuPlanner, PlansWithoutComputingAndReusesDesigns) {
-  // Two identical "layers": matmul, gelu, matmul; attention stays on the host.
+  // Two identical "layers": matmul, gelu, matmul, attention (the encoder attention design).
   Graph g;
   ValueId x = g.input("x", Tensor::zeros({16, 64}));
   const Tensor w1 = Tensor::zeros({128, 64}), w2 = Tensor::zeros({64, 128});
@@ -214,15 +215,15 @@ TEST(NpuPlanner, PlansWithoutComputingAndReusesDesigns) {
     x = g.add(OpKind::Reshape, {at}, [] { OpAttrs a; a.shape = {16, -1}; return a; }());
   }
   const Plan p = plan_graph(g);
-  EXPECT_EQ(p.npu_ops(), 6);
-  EXPECT_EQ(p.host_ops(), 6);
+  EXPECT_EQ(p.npu_ops(), 8);
+  EXPECT_EQ(p.host_ops(), 4);  // the reshapes
   EXPECT_EQ(p.ops[4].out_shape, (Shape{16, 4, 16}));
-  EXPECT_EQ(p.cost.run.dispatches, 6);
-  EXPECT_EQ(p.cost.designs.size(), 3u);
-  EXPECT_EQ(p.cost.run.configures, 5);  // every NPU op differs from the previous NPU op
+  EXPECT_EQ(p.cost.run.dispatches, 8);
+  EXPECT_EQ(p.cost.designs.size(), 4u);
+  EXPECT_EQ(p.cost.run.configures, 7);  // every NPU op differs from the previous NPU op
   EXPECT_GT(p.cost.run.ddr_bytes, 0);
   EXPECT_NE(p.text().find("modelled"), std::string::npos);
-  EXPECT_NE(p.ops[4].reason.find("no design family"), std::string::npos);
+  EXPECT_EQ(p.ops[4].design.rfind("encoder_attention_", 0), 0u) << p.ops[4].reason;
   // Same-design repeats cost no reconfiguration: a chain of equal matmuls configures never.
   Graph g2;
   ValueId y = g2.input("x", Tensor::zeros({16, 64}));

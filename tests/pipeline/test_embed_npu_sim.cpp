@@ -78,7 +78,8 @@ TEST(EmbedNpuSim, TinyBertMatchesHostAndReportsPlacement) {
   EXPECT_EQ(host_attention, 2 * 4);  // per layer, per sequence
   EXPECT_EQ(host_embedding, 3);
   EXPECT_GT(r.report.fallbacks(), 0);
-  EXPECT_NE(sim.refusals().at("attention").find("no design family"), std::string::npos);
+  // Its head_dim (8) has no encoder attention design (multiples of 16); MiniLM's (32) does.
+  EXPECT_NE(sim.refusals().at("attention").find("head_dim 8"), std::string::npos);
   const nlohmann::json summary = run_summary_json(r.report);
   EXPECT_TRUE(summary["backends"].contains("npu-sim (modelled)"));
   EXPECT_TRUE(summary["backends"].contains("host"));
@@ -120,4 +121,13 @@ TEST(EmbedNpuSimRealWeights, MiniLmMinCosineVsHost) {
   std::printf("all-MiniLM-L6-v2 npu-sim vs host: %zu sentences, min cosine %.6f\n%s", texts.size(),
               min_cos, sim.cost().text().c_str());
   EXPECT_GE(min_cos, 0.999);
+  // Attention (head_dim 32) ran on npu-sim: 6 layers x one op per sentence, none on the host.
+  int sim_attention = 0, host_attention = 0;
+  for (const OpRecord& op : r.report.ops)
+    if (op.op == OpKind::Attention) (op.backend == "npu-sim (modelled)" ? sim_attention : host_attention) += 1;
+  EXPECT_EQ(sim_attention, 6 * int(texts.size()));
+  EXPECT_EQ(host_attention, 0);
+  bool attention_design = false;
+  for (const auto& [name, n] : sim.cost().designs) attention_design |= name.rfind("encoder_attention_", 0) == 0;
+  EXPECT_TRUE(attention_design);
 }

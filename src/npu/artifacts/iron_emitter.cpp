@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -29,7 +30,28 @@ struct KernelSource {
   std::string note;
   std::string zero;  // library function clearing the output tile before accumulating into it
   bool written = false;
+  // Runtime scalars our source takes after the design's own (name order): f32 model parameters
+  // as int32 bit patterns, defined once at the top of design.py so one build serves every model.
+  std::vector<std::pair<std::string, std::string>> runtime;  // scalar name, design.py constant
 };
+
+// The design.py constants the runtime scalars name (set them to the model's values).
+struct PyConstant {
+  const char* name;
+  float value;
+  const char* what;
+};
+constexpr PyConstant kPyConstants[] = {
+    {"RMS_EPS_BITS", 1e-6f, "RMSNorm epsilon"},
+    {"RMS_OFFSET_BITS", 0.0f, "RMSNorm gamma offset (1 for Gemma's stored gamma - 1)"},
+    {"LN_EPS_BITS", 1e-5f, "LayerNorm epsilon"},
+};
+
+int64_t f32_bits(float f) {
+  int32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
 
 }  // namespace
 
@@ -37,8 +59,9 @@ struct KernelSource {
 // tests/npu/test_aie_kernel_sources.cpp checks this list against the directory).
 const std::set<std::string>& written_kernels() {
   static const std::set<std::string> written = {
-      "gemv_bf16", "gemv_int8", "rmsnorm_bf16", "eltwise_add_bf16", "eltwise_mul_bf16",
-      "eltwise_gelu_bf16", "eltwise_exp_bf16", "eltwise_scale_bf16"};
+      "gemv_bf16", "gemv_int8", "rmsnorm_bf16", "layernorm_bf16", "softmax_bf16", "eltwise_add_bf16",
+      "eltwise_mul_bf16", "eltwise_gelu_bf16", "eltwise_exp_bf16", "eltwise_scale_bf16", "eltwise_silu_bf16",
+      "rope_bf16", "attention_partial_bf16", "attention_encoder_bf16", "mlp_fused_bf16", "conv2d_bf16"};
   return written;
 }
 
@@ -47,14 +70,13 @@ namespace {
 std::optional<KernelSource> kernel_source(const std::string& name) {
   static const std::map<std::string, KernelSource> table = {
       // mm.cc builds matmul_<in>_<out> for the -DDIM_M/K/N tile it is compiled with.
-      {"matmul_bf16", {"matmul_bf16_bf16", "aie_kernels/aie2p/mm.cc", true, "-DDIM_M/K/N; no scalar args", "zero_bf16"}},
-      {"matmul_int8", {"matmul_i8_i8", "aie_kernels/aie2p/mm.cc", true, "-DDIM_M/K/N; no scalar args", "zero_i8"}},
-      // silu.cc: silu_bf16(in, out) over a fixed 1024 values per call.
-      {"eltwise_silu_bf16", {"silu_bf16", "aie_kernels/aie2p/silu.cc", true, "1024 values per call; no scalar args", ""}},
+      {"matmul_bf16", {"matmul_bf16_bf16", "aie_kernels/aie2p/mm.cc", true, "-DDIM_M/K/N; no scalar args", "zero_bf16", false, {}}},
+      {"matmul_int8", {"matmul_i8_i8", "aie_kernels/aie2p/mm.cc", true, "-DDIM_M/K/N; no scalar args", "zero_i8", false, {}}},
   };
   static const std::set<std::string> ours = {
       "gemv_bf16", "gemv_bfp16", "gemv_int8", "matmul_bfp16",
       "eltwise_add_bf16", "eltwise_mul_bf16", "eltwise_gelu_bf16", "eltwise_exp_bf16", "eltwise_scale_bf16",
+      "eltwise_silu_bf16",
       "rmsnorm_bf16", "layernorm_bf16", "softmax_bf16",
       "mlp_fused_bf16", "mlp_fused_bfp16", "mlp_fused_int8",
       "qkv_rope_bf16", "qkv_rope_bfp16", "qkv_rope_int8",
@@ -63,8 +85,12 @@ std::optional<KernelSource> kernel_source(const std::string& name) {
       "lm_head_bf16", "lm_head_bfp16", "lm_head_int8",
       "conv2d_bf16"};
   if (auto it = table.find(name); it != table.end()) return it->second;
-  if (ours.count(name))
-    return KernelSource{name, "aie_kernels/" + name + ".cc", false, "", "", written_kernels().count(name) > 0};
+  if (ours.count(name)) {
+    KernelSource k{name, "aie_kernels/" + name + ".cc", false, "", "", written_kernels().count(name) > 0, {}};
+    if (name == "rmsnorm_bf16") k.runtime = {{"eps_bits", "RMS_EPS_BITS"}, {"offset_bits", "RMS_OFFSET_BITS"}};
+    if (name == "layernorm_bf16") k.runtime = {{"eps_bits", "LN_EPS_BITS"}};
+    return k;
+  }
   return std::nullopt;
 }
 
@@ -109,7 +135,8 @@ struct Call {
 // in design order, and the kernel to be written defines what each stage does.
 std::vector<Call> emit_worker_body(std::ostringstream& o, const std::string& fn, const CoreIo& io,
                                    const std::vector<std::string>& kernel_params, const Kernel& k,
-                                   bool pass_scalars, const std::string& zero_param) {
+                                   bool pass_scalars, const std::string& zero_param,
+                                   const std::vector<std::pair<std::string, std::string>>& runtime) {
   std::vector<const ObjectFifo*> all = io.consumes;
   all.insert(all.end(), io.produces.begin(), io.produces.end());
   std::set<int64_t> counts;
@@ -127,6 +154,7 @@ std::vector<Call> emit_worker_body(std::ostringstream& o, const std::string& fn,
   std::string scalars;
   for (const auto& [name, v] : k.args)
     if (pass_scalars) scalars += ", " + std::to_string(v);
+  for (const auto& [name, constant] : runtime) scalars += ", " + constant;
   auto with_count = [&](int64_t n) {
     std::vector<const ObjectFifo*> out;
     for (const ObjectFifo* f : all)
@@ -189,6 +217,77 @@ std::vector<Call> emit_worker_body(std::ostringstream& o, const std::string& fn,
   return calls;
 }
 
+// A core with a program (design.h CoreStep): the worker body is the program, step by step:
+// acquire / release one object, call an entry point on the acquired objects with its int32
+// scalars (name order, then the runtime constants), loops as range_. Returns each entry point
+// called, with its argument types, in first-call order.
+std::vector<std::pair<std::string, std::string>> emit_program_body(
+    std::ostringstream& o, const std::string& design, const std::string& fn, const TileUse& t, const CoreIo& io,
+    const std::vector<std::pair<std::string, std::string>>& runtime) {
+  check_core_program(design, t);
+  std::vector<const ObjectFifo*> all = io.consumes;
+  all.insert(all.end(), io.produces.begin(), io.produces.end());
+  auto fifo = [&](const std::string& name) -> const ObjectFifo* {
+    for (const ObjectFifo* f : all)
+      if (f->name == name) return f;
+    throw std::invalid_argument("emit_iron: design " + design + ": core " + to_string(t.at) +
+                                " program uses FIFO " + name + " it is not an end of");
+  };
+  std::vector<std::pair<std::string, std::string>> entries;  // entry point -> argument types
+  auto handle = [&](const CoreStep& s) {
+    std::string types;
+    for (const std::string& f : s.operands) types += (types.empty() ? "" : ", ") + bytes_type(fifo(f)->elem_bytes);
+    for (size_t i = 0; i < s.args.size() + runtime.size(); ++i) types += (types.empty() ? "" : ", ") + std::string("np.int32");
+    for (const auto& [name, ty] : entries)
+      if (name == s.name) {
+        if (ty != types)
+          throw std::invalid_argument("emit_iron: design " + design + ": entry point " + s.name +
+                                      " is called with two signatures");
+        return "k_" + py_ident(name);
+      }
+    entries.push_back({s.name, types});
+    return "k_" + py_ident(s.name);
+  };
+  // First pass: the entry points (the worker's parameters).
+  for (const CoreStep& s : t.program)
+    if (s.op == CoreOp::Call) handle(s);
+  o << "def " << fn << "(";
+  for (const ObjectFifo* f : all) o << py_ident(f->name) << ", ";
+  for (size_t i = 0; i < entries.size(); ++i) o << (i ? ", " : "") << "k_" << py_ident(entries[i].first);
+  o << "):\n";
+  std::vector<size_t> loop_end;
+  std::string ind = "    ";
+  for (size_t i = 0; i < t.program.size(); ++i) {
+    while (!loop_end.empty() && loop_end.back() == i) loop_end.pop_back(), ind.resize(ind.size() - 4);
+    const CoreStep& s = t.program[i];
+    switch (s.op) {
+      case CoreOp::Loop:
+        o << ind << "for _ in range_(" << s.count << "):\n";
+        loop_end.push_back(i + 1 + size_t(s.body));
+        ind += "    ";
+        break;
+      case CoreOp::Acquire:
+        fifo(s.name);
+        o << ind << "e_" << py_ident(s.name) << " = " << py_ident(s.name) << ".acquire(1)\n";
+        break;
+      case CoreOp::Release:
+        o << ind << py_ident(s.name) << ".release(1)\n";
+        break;
+      case CoreOp::Call: {
+        o << ind << handle(s) << "(";
+        std::string sep;
+        for (const std::string& f : s.operands) o << sep << "e_" << py_ident(f), sep = ", ";
+        for (const auto& [name, v] : s.args) o << sep << v, sep = ", ";
+        for (const auto& [name, constant] : runtime) o << sep << constant, sep = ", ";
+        o << ")\n";
+        break;
+      }
+    }
+  }
+  o << "\n\n";
+  return entries;
+}
+
 // How many kernel calls a core's body makes (see emit_worker_body).
 size_t call_count(const CoreIo& io) {
   std::set<int64_t> counts;
@@ -225,6 +324,16 @@ std::string emit_iron(const Design& d) {
     << "from aie.iron.device import NPU2, Tile\n"
     << "from aie.iron.placers import SequentialPlacer\n"
     << "from aie.helpers.taplib import TensorAccessPattern\n\n";
+
+  // The f32 model parameters the kernels take at run time (aie_kernels/README.md), as int32 bits.
+  std::set<std::string> constants;
+  for (const Kernel* k : kernels_of(d))
+    for (const auto& [name, constant] : kernel_source(k->name)->runtime) constants.insert(constant);
+  if (!constants.empty()) o << "# Model parameters passed to the kernels at run time (f32 bit patterns as int32)\n";
+  for (const PyConstant& c : kPyConstants)
+    if (constants.count(c.name))
+      o << c.name << " = " << f32_bits(c.value) << "  # f32 " << c.value << ": " << c.what << "\n";
+  if (!constants.empty()) o << "\n";
 
   // Object FIFOs: roots are created directly; link ends are created by the link (split/forward
   // from their input's consumer handle, join from their output's producer handle).
@@ -324,6 +433,38 @@ std::string emit_iron(const Design& d) {
       if (f.producer.tile == t.at) io.produces.push_back(&f);
     }
     const std::string fn = "core_" + std::to_string(t.at.col) + "_" + std::to_string(t.at.row);
+    if (!t.program.empty()) {
+      // The core's own schedule: one Kernel handle per entry point it calls.
+      const KernelSource src = *kernel_source(t.kernel.name);
+      std::ostringstream body;
+      const auto entries = emit_program_body(body, d.name, fn, t, io, src.runtime);
+      std::string kernel_args;
+      for (const auto& [entry, types] : entries) {
+        const std::string v = "k_" + py_ident(entry);
+        kernel_args += ", " + v;
+        std::vector<std::string>& sigs = signatures[entry];
+        if (!sigs.empty()) continue;
+        sigs.push_back(types);
+        o << "# kernel source: " << src.source << (src.written ? " (exports " : " (not yet written; exports ") << entry
+          << (src.written ? "; npu: needs hardware and the toolchain, unverified)\n" : ")\n");
+        o << v << " = Kernel(\"" << entry << "\", \"" << t.kernel.name << ".o\", [" << types << "])\n\n";
+      }
+      o << body.str();
+      std::string args;
+      for (const ObjectFifo* f : io.consumes) args += var[f->name] + ".cons(), ";
+      for (const ObjectFifo* f : io.produces) args += var[f->name] + ".prod(), ";
+      args.resize(args.size() - 2);
+      const std::string w = "w_" + std::to_string(t.at.col) + "_" + std::to_string(t.at.row);
+      o << w << " = Worker(" << fn << ", [" << args << kernel_args << "], placement=" << tile_py(t.at);
+      for (const Buffer& b : t.buffers)
+        if (b.name == "stack") o << ", stack_size=" << b.bytes;
+      o << ")\n";
+      for (const Buffer& b : t.buffers)
+        if (b.name != "stack") o << "# resident in L1: " << b.name << " " << b.bytes << " bytes (the kernel's own)\n";
+      o << "\n";
+      workers.push_back(w);
+      continue;
+    }
     // Kernel handles: one per call signature; a base function with several signatures gets
     // suffixed entry points (only unwritten kernels do: library kernels see one signature).
     const KernelSource src = *kernel_source(t.kernel.name);
@@ -332,12 +473,12 @@ std::string emit_iron(const Design& d) {
     for (size_t i = 0; i < n_calls; ++i) params.push_back("kernel" + std::to_string(i));
     std::ostringstream body;
     const std::vector<Call> calls = emit_worker_body(body, fn, io, params, t.kernel, !src.library,
-                                                     src.zero.empty() ? "" : "zero");
+                                                     src.zero.empty() ? "" : "zero", src.runtime);
     std::vector<std::string> kernel_vars;
     for (const Call& c : calls) {
       std::string types;
       for (const ObjectFifo* f : c.fifos) types += (types.empty() ? "" : ", ") + bytes_type(f->elem_bytes);
-      for (size_t i = 0; i < t.kernel.args.size() && !src.library; ++i)
+      for (size_t i = 0; i < t.kernel.args.size() + src.runtime.size() && !src.library; ++i)
         types += (types.empty() ? "" : ", ") + std::string("np.int32");
       std::vector<std::string>& sigs = signatures[t.kernel.name];
       size_t idx = std::find(sigs.begin(), sigs.end(), types) - sigs.begin();
@@ -354,6 +495,7 @@ std::string emit_iron(const Design& d) {
           o << "# kernel source: " << src.source << " (not yet written; exports " << symbol << ")\n";
         o << (src.library ? "# compile-time args:" : "# scalar args:");
         for (const auto& [name, val] : t.kernel.args) o << " " << name << "=" << val;
+        for (const auto& [name, constant] : src.runtime) o << " " << name << "=" << constant;
         o << "\n" << v << " = Kernel(\"" << symbol << "\", \"" << t.kernel.name << ".o\", [" << types << "])\n\n";
       }
       kernel_vars.push_back(v);
