@@ -86,26 +86,32 @@ def sphinx_transcripts(path):
     return out
 
 
-def espeak_clips(sentences_path, out_dir):
-    """One clip per sentence: espeak-ng (22.05 kHz) resampled to 16 kHz mono s16 by ffmpeg."""
+def espeak_clips(sentence_files, out_dir):
+    """One clip per sentence (the files' lines in order): espeak-ng (22.05 kHz) resampled to
+    16 kHz mono s16 by ffmpeg."""
     for tool in ("espeak-ng", "ffmpeg"):
         if shutil.which(tool) is None:
             raise RuntimeError(f"{tool} not found (apt-get install {tool})")
-    with open(sentences_path) as f:
-        sentences = [s.strip() for s in f if s.strip()]
+    sentences = []
+    for path in sentence_files:
+        with open(path) as f:
+            sentences += [s.strip() for s in f if s.strip()]
     clips = []
     for i, sentence in enumerate(sentences):
-        raw = os.path.join(out_dir, f"espeak_{i:02d}_22k.wav")
-        wav = os.path.join(out_dir, f"espeak_{i:02d}.wav")
+        raw = os.path.join(out_dir, f"espeak_{i:03d}_22k.wav")
+        wav = os.path.join(out_dir, f"espeak_{i:03d}.wav")
         subprocess.run(["espeak-ng", "-v", "en-us", "-w", raw, sentence], check=True)
         subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", raw, "-ar", "16000", "-ac", "1",
                         "-c:a", "pcm_s16le", wav], check=True)
         os.remove(raw)
-        clips.append(Clip(f"espeak_{i:02d}", wav, sentence, "espeak"))
+        clips.append(Clip(f"espeak_{i:03d}", wav, sentence, "espeak"))
     return clips
 
 
-def collect_clips(work_dir, sentences=os.path.join(HERE, "data", "asr_sentences.txt")):
+DEFAULT_SENTENCES = [os.path.join(HERE, "data", "asr_sentences.txt")]
+
+
+def collect_clips(work_dir, sentence_files=DEFAULT_SENTENCES):
     clips = []
     for group, transcription in (("librivox", "librivox/transcription"),
                                  ("cards", "cards/cards.transcription")):
@@ -116,7 +122,7 @@ def collect_clips(work_dir, sentences=os.path.join(HERE, "data", "asr_sentences.
         for key in sorted(refs):
             path = os.path.join(POCKETSPHINX, group, key + ".wav")
             clips.append(Clip(f"{group}/{key}", path, refs[key], group))
-    clips += espeak_clips(sentences, work_dir)
+    clips += espeak_clips(sentence_files, work_dir)
     return clips
 
 
@@ -430,6 +436,10 @@ def parse_args(argv=None, description=__doc__):
     p.add_argument("--repeats", type=int, default=1,
                    help="time every clip this many times and keep the fastest (a loaded machine)")
     p.add_argument("--max-clips", type=int, default=0, help="use only the first N clips (0 = all)")
+    p.add_argument("--sentences", nargs="+", default=DEFAULT_SENTENCES, metavar="FILE",
+                   help="espeak-ng sentence files, one sentence a line (default: the 30 of "
+                        "bench/data/asr_sentences.txt; add bench/data/asr_sentences_more.txt "
+                        "for 200)")
     p.add_argument("--engine-args", nargs=argparse.REMAINDER, default=[],
                    help="extra arguments for `npu transcribe` (last on the line)")
     p.add_argument("--ggml-cache", default=os.path.join(tempfile.gettempdir(), "xdna-asr-ggml"))
@@ -460,7 +470,7 @@ def main():
         return child_main(args)
     dirs = ct2_dirs(args)
     with tempfile.TemporaryDirectory(prefix="asr-clips-") as work:
-        clips = collect_clips(work)
+        clips = collect_clips(work, args.sentences)
         if args.max_clips:
             clips = clips[:args.max_clips]
         print(f"threads={args.threads} beam_size={args.beam_size} temperature={args.temperature} "

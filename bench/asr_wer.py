@@ -55,7 +55,7 @@ def main():
     normalize = load_normalizer()
     dirs = peers.ct2_dirs(args)
     with tempfile.TemporaryDirectory(prefix="asr-clips-") as work:
-        clips = peers.collect_clips(work)
+        clips = peers.collect_clips(work, args.sentences)
         if args.max_clips:
             clips = clips[:args.max_clips]
         groups = sorted({c.group for c in clips})
