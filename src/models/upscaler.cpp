@@ -95,20 +95,6 @@ void build_conv(const TfjsModel& m, const TfjsLayer& l, UpLayer& u, int cin, con
   }
 }
 
-float activate(UpActivation a, float v, float alpha, float cap) {
-  switch (a) {
-    case UpActivation::Linear: return v;
-    case UpActivation::Relu: return cap > 0 ? std::min(std::max(v, 0.0f), cap) : std::max(v, 0.0f);
-    case UpActivation::Relu6: return std::min(std::max(v, 0.0f), 6.0f);
-    case UpActivation::LeakyRelu: return v >= 0 ? v : alpha * v;
-    case UpActivation::Sigmoid: return 1.0f / (1.0f + std::exp(-v));
-    case UpActivation::Tanh: return std::tanh(v);
-    case UpActivation::Swish: return v / (1.0f + std::exp(-v));
-    case UpActivation::Elu: return v >= 0 ? v : std::expm1(v);
-  }
-  return v;
-}
-
 // ReLU without a cap (EDSR's blocks, most of the RDNs) as its own loop, which vectorizes; the
 // others go through activate() per element.
 void relu_range(float* p, int64_t n) {
@@ -201,6 +187,20 @@ void derive_sizes(UpscalerNet& net) {
 }
 
 }  // namespace
+
+float activate(UpActivation a, float v, float alpha, float cap) {
+  switch (a) {
+    case UpActivation::Linear: return v;
+    case UpActivation::Relu: return cap > 0 ? std::min(std::max(v, 0.0f), cap) : std::max(v, 0.0f);
+    case UpActivation::Relu6: return std::min(std::max(v, 0.0f), 6.0f);
+    case UpActivation::LeakyRelu: return v >= 0 ? v : alpha * v;
+    case UpActivation::Sigmoid: return 1.0f / (1.0f + std::exp(-v));
+    case UpActivation::Tanh: return std::tanh(v);
+    case UpActivation::Swish: return v / (1.0f + std::exp(-v));
+    case UpActivation::Elu: return v >= 0 ? v : std::expm1(v);
+  }
+  return v;
+}
 
 Tensor depth_to_space(const Tensor& x, int r) {
   if (x.ndim() != 3 || r < 1 || x.dim(0) % (int64_t{r} * r) != 0)

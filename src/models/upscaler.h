@@ -73,6 +73,9 @@ UpscalerNet load_upscaler(const std::string& path);
 // x [3, H, W] in the model's input range -> [3, H * scale, W * scale].
 Tensor run_upscaler(const UpscalerNet& net, const Tensor& x);
 
+// One value through a layer's activation (alpha: LeakyRelu slope; cap: ReLU max_value, 0 = none).
+float activate(UpActivation a, float v, float alpha, float cap);
+
 // TF's depth_to_space in NHWC order, written channels-first:
 // out[c, h r + i, w r + j] = in[(i r + j) C + c, h, w]   (PyTorch's pixel_shuffle uses c r^2 + i r + j).
 Tensor depth_to_space(const Tensor& x, int r);

@@ -22,9 +22,9 @@ void check_columns(const char* family, int columns) {
                                 std::to_string(kAie2p.columns) + ", got " + std::to_string(columns));
 }
 
-TileCoord shim(int c) { return {c, kAie2p.shim_row}; }
-TileCoord mem(int c) { return {c, kAie2p.memtile_row}; }
-TileCoord core(int c, int r) { return {c, kAie2p.first_compute_row + r}; }
+using gen::shim;
+using gen::mem;
+using gen::core;
 
 // Builds a design step by step; tiles are added on first use.
 struct Builder {

@@ -49,6 +49,16 @@ Design softmax_design(int64_t rows, int64_t len, int columns = 8);
 // DMA limits). Throws if bytes is not a multiple of 4 or has no such factoring.
 AccessPattern contiguous_pattern(int64_t offset_bytes, int64_t bytes);
 
+// What the family generators (design_families*.cpp) share: column c's shim, memtile and compute
+// row r, and the per-column / per-core names of their FIFOs ("in_c3", "in_c3r1").
+namespace gen {
+inline TileCoord shim(int c) { return {c, kAie2p.shim_row}; }
+inline TileCoord mem(int c) { return {c, kAie2p.memtile_row}; }
+inline TileCoord core(int c, int r) { return {c, kAie2p.first_compute_row + r}; }
+inline std::string cname(const std::string& base, int c) { return base + "_c" + std::to_string(c); }
+inline std::string crname(const std::string& base, int c, int r) { return cname(base, c) + "r" + std::to_string(r); }
+}  // namespace gen
+
 }  // namespace xdna::npu
 
 namespace xdna::npu {

@@ -71,11 +71,11 @@ TileBytes tile_bytes(const ConvShape& s, const ConvTile& t) {
   return b;
 }
 
-TileCoord shim(int c) { return {c, kAie2p.shim_row}; }
-TileCoord mem(int c) { return {c, kAie2p.memtile_row}; }
-TileCoord core(int c, int r) { return {c, kAie2p.first_compute_row + r}; }
-std::string col(const std::string& base, int c) { return base + "_c" + std::to_string(c); }
-std::string colrow(const std::string& base, int c, int r) { return col(base, c) + "r" + std::to_string(r); }
+using gen::shim;
+using gen::mem;
+using gen::core;
+using gen::cname;
+using gen::crname;
 
 }  // namespace
 
@@ -159,37 +159,37 @@ Design conv_design(const ConvShape& s, const ConvTile& t, int columns) {
   for (int c = 0; c < columns; ++c) {
     tile(shim(c));
     tile(mem(c));
-    d.fifos.push_back({col("in", c) + "_l3l2", {shim(c), 0}, {{mem(c), 0}}, 2, kCores * b.in, 1});
-    FifoLink split{{col("in", c) + "_l3l2"}, {}, {}};
-    FifoLink join{{}, {col("out", c) + "_l2l3"}, {}};
+    d.fifos.push_back({cname("in", c) + "_l3l2", {shim(c), 0}, {{mem(c), 0}}, 2, kCores * b.in, 1});
+    FifoLink split{{cname("in", c) + "_l3l2"}, {}, {}};
+    FifoLink join{{}, {cname("out", c) + "_l2l3"}, {}};
     std::vector<FifoEnd> wcons;
     for (int r = 0; r < kCores; ++r) {
       TileUse& u = tile(core(c, r));
       u.has_kernel = true;
       u.kernel = k;
       u.buffers.push_back({"stack", kStackBytes, DType::I8});
-      d.fifos.push_back({colrow("in", c, r), {mem(c), r}, {{core(c, r), 0}}, 2, b.in, 1});
-      split.outputs.push_back(colrow("in", c, r));
+      d.fifos.push_back({crname("in", c, r), {mem(c), r}, {{core(c, r), 0}}, 2, b.in, 1});
+      split.outputs.push_back(crname("in", c, r));
       split.offsets.push_back(r * b.in);
-      d.fifos.push_back({colrow("out", c, r), {core(c, r), 0}, {{mem(c), 1 + r}}, 2, b.out, 1});
-      join.inputs.push_back(colrow("out", c, r));
+      d.fifos.push_back({crname("out", c, r), {core(c, r), 0}, {{mem(c), 1 + r}}, 2, b.out, 1});
+      join.inputs.push_back(crname("out", c, r));
       join.offsets.push_back(r * b.out);
       wcons.push_back({core(c, r), 1});
     }
-    d.fifos.push_back({col("weights", c), {shim(c), 1}, wcons, 1, b.weights, 1});
-    d.fifos.push_back({col("out", c) + "_l2l3", {mem(c), 4}, {{shim(c), 0}}, 2, kCores * b.out, 1});
+    d.fifos.push_back({cname("weights", c), {shim(c), 1}, wcons, 1, b.weights, 1});
+    d.fifos.push_back({cname("out", c) + "_l2l3", {mem(c), 4}, {{shim(c), 0}}, 2, kCores * b.out, 1});
     d.links.push_back(split);
     d.links.push_back(join);
   }
   for (int c = 0; c < columns; ++c) {
-    d.sequence.push_back({SeqOp::Fill, col("in", c) + "_l3l2", 0, contiguous_pattern(c * kCores * b.in, kCores * b.in)});
-    d.sequence.push_back({SeqOp::Fill, col("weights", c), 1, contiguous_pattern(0, b.weights)});
-    d.sequence.push_back({SeqOp::Drain, col("out", c) + "_l2l3", 2, contiguous_pattern(c * kCores * b.out, kCores * b.out)});
+    d.sequence.push_back({SeqOp::Fill, cname("in", c) + "_l3l2", 0, contiguous_pattern(c * kCores * b.in, kCores * b.in)});
+    d.sequence.push_back({SeqOp::Fill, cname("weights", c), 1, contiguous_pattern(0, b.weights)});
+    d.sequence.push_back({SeqOp::Drain, cname("out", c) + "_l2l3", 2, contiguous_pattern(c * kCores * b.out, kCores * b.out)});
   }
   for (int c = 0; c < columns; ++c) {
-    d.sequence.push_back({SeqOp::Wait, col("out", c) + "_l2l3", 0, {}});
-    d.sequence.push_back({SeqOp::Wait, col("in", c) + "_l3l2", 0, {}});
-    d.sequence.push_back({SeqOp::Wait, col("weights", c), 0, {}});
+    d.sequence.push_back({SeqOp::Wait, cname("out", c) + "_l2l3", 0, {}});
+    d.sequence.push_back({SeqOp::Wait, cname("in", c) + "_l3l2", 0, {}});
+    d.sequence.push_back({SeqOp::Wait, cname("weights", c), 0, {}});
   }
   validate_design(d);
   return d;

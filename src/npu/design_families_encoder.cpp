@@ -15,13 +15,11 @@ constexpr int kCores = 4;  // compute rows per column (aie2p.md: array, rows 2-5
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-TileCoord shim(int c) { return {c, kAie2p.shim_row}; }
-TileCoord mem(int c) { return {c, kAie2p.memtile_row}; }
-TileCoord core(int c, int r) { return {c, kAie2p.first_compute_row + r}; }
-std::string cname(const std::string& base, int c) { return base + "_c" + std::to_string(c); }
-std::string crname(const std::string& base, int c, int r) {
-  return base + "_c" + std::to_string(c) + "r" + std::to_string(r);
-}
+using gen::shim;
+using gen::mem;
+using gen::core;
+using gen::cname;
+using gen::crname;
 
 void check(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument("encoder_attention: " + what);

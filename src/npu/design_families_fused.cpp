@@ -14,13 +14,11 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
-TileCoord shim(int c) { return {c, kAie2p.shim_row}; }
-TileCoord mem(int c) { return {c, kAie2p.memtile_row}; }
-TileCoord core(int c, int r) { return {c, kAie2p.first_compute_row + r}; }
-std::string cname(const std::string& base, int c) { return base + "_c" + std::to_string(c); }
-std::string crname(const std::string& base, int c, int r) {
-  return base + "_c" + std::to_string(c) + "r" + std::to_string(r);
-}
+using gen::shim;
+using gen::mem;
+using gen::core;
+using gen::cname;
+using gen::crname;
 
 // DDR stream object per core: 2 KiB (512 words: one access-pattern dimension, aie2p.md DMA
 // access-pattern limits size[0] <= 1023 words; double buffering costs 4 KiB of L1).

@@ -81,6 +81,21 @@ ValueInfo infer_output(const Node& n, std::span<const ValueInfo> in) {
   return {s, DType::F32, 0};
 }
 
+namespace {
+
+// Appends node `n`'s row to the plan; an NPU op is priced and its design joins the invocations.
+void add_op(Plan& plan, std::vector<Invocation>& invocations, const Node& n, const Shape& out, const OpChoice& c) {
+  PlannedOp op{n.name, n.op, out, c.on_npu, {}, c.reason, 0};
+  if (c.on_npu) {
+    op.design = c.design->name;
+    op.modelled_us = model_design(*c.design).total_s * 1e6;
+    invocations.push_back({c.design.get(), c.xclbin, true});
+  }
+  plan.ops.push_back(std::move(op));
+}
+
+}  // namespace
+
 Plan plan_graph(const Graph& g, XclbinPolicy policy) {
   Plan plan;
   plan.policy = policy;
@@ -97,14 +112,7 @@ Plan plan_graph(const Graph& g, XclbinPolicy policy) {
     args.clear();
     for (ValueId v : n.inputs) args.push_back(info[size_t(v)]);
     info[size_t(n.output)] = infer_output(n, args);
-    const OpChoice c = cache.choose(n, args);
-    PlannedOp op{n.name, n.op, info[size_t(n.output)].shape, c.on_npu, {}, c.reason, 0};
-    if (c.on_npu) {
-      op.design = c.design->name;
-      op.modelled_us = model_design(*c.design).total_s * 1e6;
-      invocations.push_back({c.design.get(), c.xclbin, true});
-    }
-    plan.ops.push_back(std::move(op));
+    add_op(plan, invocations, n, info[size_t(n.output)].shape, cache.choose(n, args));
   }
   // The cache owns the designs until here: price them before it goes away.
   plan.cost = cost_report(invocations);
@@ -123,14 +131,7 @@ Plan plan_nodes(std::span<const SeenNode> nodes, XclbinPolicy policy) {
     } catch (const std::invalid_argument&) {
       // ops the planner has no shape rule for (cache writes, convolutions): shown without one
     }
-    const OpChoice c = cache.choose(s.node, s.inputs);
-    PlannedOp op{s.node.name, s.node.op, out, c.on_npu, {}, c.reason, 0};
-    if (c.on_npu) {
-      op.design = c.design->name;
-      op.modelled_us = model_design(*c.design).total_s * 1e6;
-      invocations.push_back({c.design.get(), c.xclbin, true});
-    }
-    plan.ops.push_back(std::move(op));
+    add_op(plan, invocations, s.node, out, cache.choose(s.node, s.inputs));
   }
   plan.cost = cost_report(invocations);
   return plan;

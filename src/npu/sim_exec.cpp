@@ -12,6 +12,16 @@
 
 namespace xdna::npu {
 
+void sim::fail(const Design& d, const std::string& what) {
+  throw std::invalid_argument("npu-sim: design '" + d.name + "': " + what);
+}
+
+int64_t sim::param(const Design& d, const char* name) {
+  auto it = d.params.find(name);
+  if (it == d.params.end()) fail(d, std::string("has no parameter '") + name + "'");
+  return it->second;
+}
+
 namespace {
 
 using aie::bf16;
@@ -24,15 +34,9 @@ constexpr int kCores = 4;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t obj_pad(int64_t bytes) { return ceil_div(bytes, kObj) * kObj; }
 
-[[noreturn]] void fail(const Design& d, const std::string& what) {
-  throw std::invalid_argument("npu-sim: design '" + d.name + "': " + what);
-}
-
-int64_t param(const Design& d, const char* name) {
-  auto it = d.params.find(name);
-  if (it == d.params.end()) fail(d, std::string("has no parameter '") + name + "'");
-  return it->second;
-}
+using sim::fail;
+using sim::param;
+using sim::walk;
 
 int arg_index(const Design& d, const std::string& name) {
   for (size_t i = 0; i < d.args.size(); ++i)
@@ -84,18 +88,6 @@ Geometry geometry(const Design& d, bool layer) {
   g.qk_norm = d.params.count("qk_norm") && param(d, "qk_norm");
   g.gelu = d.params.count("gelu") && param(d, "gelu");
   return g;
-}
-
-// Visits the byte offset of every element `p` moves, in transfer order (dims[0] innermost).
-template <class F>
-void walk(const AccessPattern& p, F&& f) {
-  Dim d[3];
-  for (size_t i = 0; i < p.dims.size() && i < 3; ++i) d[i] = p.dims[i];
-  for (int64_t rep = 0; rep < p.repeat; ++rep)
-    for (int64_t i2 = 0; i2 < d[2].size; ++i2)
-      for (int64_t i1 = 0; i1 < d[1].size; ++i1)
-        for (int64_t i0 = 0; i0 < d[0].size; ++i0)
-          f((p.offset + i0 * d[0].stride + i1 * d[1].stride + i2 * d[2].stride) * p.elem_bytes);
 }
 
 std::string ddr_fifo(int c) { return "ddr_c" + std::to_string(c) + "_l3l2"; }

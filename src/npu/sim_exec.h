@@ -103,4 +103,23 @@ SimLayerResult op_by_op_decode_layer(NpuSimBackend& sim, const DecodeLayerShape&
                                      std::span<const float> rope, SimKvCache& kv, const SimKernelArgs& k = {},
                                      int columns = 8);
 
+// What the npu-sim executors (sim_exec*.cpp) share.
+namespace sim {
+// Throws std::invalid_argument "npu-sim: design '<name>': <what>".
+[[noreturn]] void fail(const Design& d, const std::string& what);
+// The design's parameter `name`; throws naming the design when it has none.
+int64_t param(const Design& d, const char* name);
+// Visits the byte offset of every element `p` moves, in transfer order (dims[0] innermost).
+template <class F>
+void walk(const AccessPattern& p, F&& f) {
+  Dim d[3];
+  for (size_t i = 0; i < p.dims.size() && i < 3; ++i) d[i] = p.dims[i];
+  for (int64_t rep = 0; rep < p.repeat; ++rep)
+    for (int64_t i2 = 0; i2 < d[2].size; ++i2)
+      for (int64_t i1 = 0; i1 < d[1].size; ++i1)
+        for (int64_t i0 = 0; i0 < d[0].size; ++i0)
+          f((p.offset + i0 * d[0].stride + i1 * d[1].stride + i2 * d[2].stride) * p.elem_bytes);
+}
+}  // namespace sim
+
 }  // namespace xdna::npu

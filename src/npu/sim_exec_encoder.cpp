@@ -15,27 +15,9 @@ namespace {
 using aie::bf16;
 constexpr int kCores = 4;  // compute rows per column, as the generator uses them
 
-[[noreturn]] void fail(const Design& d, const std::string& what) {
-  throw std::invalid_argument("npu-sim: design '" + d.name + "': " + what);
-}
-
-int64_t param(const Design& d, const char* name) {
-  auto it = d.params.find(name);
-  if (it == d.params.end()) fail(d, std::string("has no parameter '") + name + "'");
-  return it->second;
-}
-
-// Byte offset of every element `p` moves, in transfer order (dims[0] innermost).
-template <class F>
-void walk(const AccessPattern& p, F&& f) {
-  Dim d[3];
-  for (size_t i = 0; i < p.dims.size() && i < 3; ++i) d[i] = p.dims[i];
-  for (int64_t rep = 0; rep < p.repeat; ++rep)
-    for (int64_t i2 = 0; i2 < d[2].size; ++i2)
-      for (int64_t i1 = 0; i1 < d[1].size; ++i1)
-        for (int64_t i0 = 0; i0 < d[0].size; ++i0)
-          f((p.offset + i0 * d[0].stride + i1 * d[1].stride + i2 * d[2].stride) * p.elem_bytes);
-}
+using sim::fail;
+using sim::param;
+using sim::walk;
 
 void check_arg(const Design& d, const HostArgs& args, size_t i) {
   if (args.size() != d.args.size()) fail(d, "got " + std::to_string(args.size()) + " host arguments, wants 3");

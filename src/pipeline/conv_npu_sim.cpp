@@ -61,20 +61,6 @@ npu::ConvSimLayer up_conv(const UpLayer& u, std::string* unsupported, bool* post
   return l;
 }
 
-float activate(UpActivation a, float v, float alpha, float cap) {
-  switch (a) {
-    case UpActivation::Linear: return v;
-    case UpActivation::Relu: return cap > 0 ? std::min(std::max(v, 0.0f), cap) : std::max(v, 0.0f);
-    case UpActivation::Relu6: return std::min(std::max(v, 0.0f), 6.0f);
-    case UpActivation::LeakyRelu: return v >= 0 ? v : alpha * v;
-    case UpActivation::Sigmoid: return 1.0f / (1.0f + std::exp(-v));
-    case UpActivation::Tanh: return std::tanh(v);
-    case UpActivation::Swish: return v / (1.0f + std::exp(-v));
-    case UpActivation::Elu: return v >= 0 ? v : std::expm1(v);
-  }
-  return v;
-}
-
 Tensor padded(const Tensor& x, const int64_t pad[4]) {
   const int64_t C = x.dim(0), H = x.dim(1), W = x.dim(2), Hp = H + pad[0] + pad[1], Wp = W + pad[2] + pad[3];
   Tensor y = Tensor::zeros({C, Hp, Wp});

@@ -15,6 +15,8 @@
 #include "models/conformer.h"
 #include "weights/source.h"
 
+#include "models_test_util.h"
+
 using namespace xdna;
 
 namespace {
@@ -70,16 +72,7 @@ std::shared_ptr<ConformerModel> make(const ConformerConfig& c, std::shared_ptr<c
   return std::make_shared<ConformerModel>(c, std::move(w), vocab(c.vocab_size));
 }
 
-double rel_err(const Tensor& got, const Tensor& want) {
-  EXPECT_EQ(got.shape(), want.shape());
-  const std::vector<float> a = got.to_vector(), b = want.to_vector();
-  double diff = 0.0, scale = 0.0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::abs(double(b[i])));
-  }
-  return diff / std::max(scale, 1e-30);
-}
+using mtest::rel_err;
 
 // Checks both reference inputs (a long one and one that leaves a single encoder frame).
 void check_against_reference(const std::string& dir, const ConformerConfig& c) {

@@ -18,6 +18,8 @@
 #include "models/conformer.h"
 #include "weights/source.h"
 
+#include "models_test_util.h"
+
 using namespace xdna;
 
 namespace {
@@ -29,16 +31,7 @@ nlohmann::json reference() {
   return nlohmann::json::parse(f);
 }
 
-double rel_err(const Tensor& got, const Tensor& want) {
-  EXPECT_EQ(got.shape(), want.shape());
-  const std::vector<float> a = got.to_vector(), b = want.to_vector();
-  double diff = 0.0, scale = 0.0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::abs(double(b[i])));
-  }
-  return diff / std::max(scale, 1e-30);
-}
+using mtest::rel_err;
 
 void expect_tokens(const std::vector<AsrToken>& got, const nlohmann::json& want) {
   ASSERT_EQ(got.size(), want.size());

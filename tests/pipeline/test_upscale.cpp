@@ -4,12 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <random>
 
-#include "models/model_store.h"
 #include "pipeline/upscale.h"
+
+#include "upscale_test_util.h"
 
 namespace fs = std::filesystem;
 using namespace xdna;
@@ -18,27 +17,9 @@ namespace {
 
 const std::string kFixtures = XDNA_FIXTURE_DIR;
 
-// The pulled model directory, or "" (then the test skips): $XDNA_ESRGAN_SLIM_DIR or the store.
-std::string esrgan_slim_dir() {
-  if (const char* p = std::getenv("XDNA_ESRGAN_SLIM_DIR")) return p;
-  const std::string d = ModelStore(default_store_dir()).model_dir("esrgan-slim");
-  return fs::is_regular_file(d + "/x2/model.json") ? d : "";
-}
+using uptest::esrgan_slim_dir;
 
-Image noise_image(int w, int h, unsigned seed) {
-  Image img;
-  img.width = w;
-  img.height = h;
-  img.rgb.resize(size_t(w) * h * 3);
-  std::mt19937 rng(seed);
-  // Smooth gradients plus noise, so the network sees structure and not only noise.
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      for (int c = 0; c < 3; ++c)
-        img.rgb[(size_t(y) * w + x) * 3 + c] =
-            static_cast<uint8_t>((x * 255 / w + y * 128 / h + c * 60 + int(rng() % 40)) % 256);
-  return img;
-}
+Image noise_image(int w, int h, unsigned seed) { return uptest::gradient_image(w, h, seed, 40); }
 
 Upscaler tiny_upscaler() {
   Upscaler up;

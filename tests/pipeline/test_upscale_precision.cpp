@@ -5,14 +5,13 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <random>
 
-#include "models/model_store.h"
 #include "pipeline/conv_npu_sim.h"
 #include "pipeline/upscale.h"
 #include "pipeline/upscale_precision.h"
+
+#include "upscale_test_util.h"
 
 namespace fs = std::filesystem;
 using namespace xdna;
@@ -21,18 +20,8 @@ namespace {
 
 const std::string kFixtures = XDNA_FIXTURE_DIR;
 
-Image smooth_image(int w, int h, unsigned seed) {
-  Image img;
-  img.width = w;
-  img.height = h;
-  img.rgb.resize(size_t(w) * h * 3);
-  std::mt19937 rng(seed);
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      for (int c = 0; c < 3; ++c)
-        img.rgb[(size_t(y) * w + x) * 3 + c] = uint8_t((x * 200 / w + y * 50 / h + c * 30 + int(rng() % 12)) % 256);
-  return img;
-}
+// Little noise: the bf16 vs f32 comparison runs on mostly smooth content.
+Image smooth_image(int w, int h, unsigned seed) { return uptest::gradient_image(w, h, seed, 12); }
 
 }  // namespace
 
@@ -85,9 +74,7 @@ TEST(UpscalePrecision, GateOnTinyEdsrReportsDropsAndChoosesByThreshold) {
 }
 
 TEST(UpscalePrecision, EsrganSlimGateOnFixture) {
-  std::string dir;
-  if (const char* p = std::getenv("XDNA_ESRGAN_SLIM_DIR")) dir = p;
-  else dir = ModelStore(default_store_dir()).model_dir("esrgan-slim");
+  const std::string dir = uptest::esrgan_slim_dir();
   if (!fs::is_regular_file(dir + "/x2/model.json"))
     GTEST_SKIP() << "esrgan-slim is not in the store (`npu model pull esrgan-slim`): real-model gate not run";
   Upscaler up;

@@ -102,6 +102,20 @@ std::string py_ident(const std::string& s) {
 }
 
 std::string tile_py(TileCoord t) { return "Tile(" + std::to_string(t.col) + ", " + std::to_string(t.row) + ")"; }
+
+// A core's Worker line (stack size from its "stack" buffer; its other L1 buffers noted); returns
+// the worker's variable name.
+std::string emit_worker(std::ostream& o, const TileUse& t, const std::string& fn, const std::string& args) {
+  const std::string w = "w_" + std::to_string(t.at.col) + "_" + std::to_string(t.at.row);
+  o << w << " = Worker(" << fn << ", [" << args << "], placement=" << tile_py(t.at);
+  for (const Buffer& b : t.buffers)
+    if (b.name == "stack") o << ", stack_size=" << b.bytes;
+  o << ")\n";
+  for (const Buffer& b : t.buffers)
+    if (b.name != "stack") o << "# resident in L1: " << b.name << " " << b.bytes << " bytes (the kernel's own)\n";
+  o << "\n";
+  return w;
+}
 std::string bytes_type(int64_t n) { return "np.ndarray[(" + std::to_string(n) + ",), np.dtype[np.uint8]]"; }
 
 // The FIFOs each core touches, in design order.
@@ -454,15 +468,7 @@ std::string emit_iron(const Design& d) {
       for (const ObjectFifo* f : io.consumes) args += var[f->name] + ".cons(), ";
       for (const ObjectFifo* f : io.produces) args += var[f->name] + ".prod(), ";
       args.resize(args.size() - 2);
-      const std::string w = "w_" + std::to_string(t.at.col) + "_" + std::to_string(t.at.row);
-      o << w << " = Worker(" << fn << ", [" << args << kernel_args << "], placement=" << tile_py(t.at);
-      for (const Buffer& b : t.buffers)
-        if (b.name == "stack") o << ", stack_size=" << b.bytes;
-      o << ")\n";
-      for (const Buffer& b : t.buffers)
-        if (b.name != "stack") o << "# resident in L1: " << b.name << " " << b.bytes << " bytes (the kernel's own)\n";
-      o << "\n";
-      workers.push_back(w);
+      workers.push_back(emit_worker(o, t, fn, args + kernel_args));
       continue;
     }
     // Kernel handles: one per call signature; a base function with several signatures gets
@@ -514,17 +520,9 @@ std::string emit_iron(const Design& d) {
     std::string args;
     for (const ObjectFifo* f : io.consumes) args += var[f->name] + ".cons(), ";
     for (const ObjectFifo* f : io.produces) args += var[f->name] + ".prod(), ";
-    const std::string w = "w_" + std::to_string(t.at.col) + "_" + std::to_string(t.at.row);
     for (const std::string& v : kernel_vars) args += v + ", ";
     args.resize(args.size() - 2);
-    o << w << " = Worker(" << fn << ", [" << args << "], placement=" << tile_py(t.at);
-    for (const Buffer& b : t.buffers)
-      if (b.name == "stack") o << ", stack_size=" << b.bytes;
-    o << ")\n";
-    for (const Buffer& b : t.buffers)
-      if (b.name != "stack") o << "# resident in L1: " << b.name << " " << b.bytes << " bytes (the kernel's own)\n";
-    o << "\n";
-    workers.push_back(w);
+    workers.push_back(emit_worker(o, t, fn, args));
   }
 
   // Runtime sequence.
