@@ -342,7 +342,9 @@ std::string emit_iron(const Design& d) {
   // The f32 model parameters the kernels take at run time (aie_kernels/README.md), as int32 bits.
   std::set<std::string> constants;
   for (const Kernel* k : kernels_of(d))
-    for (const auto& [name, constant] : kernel_source(k->name)->runtime) constants.insert(constant);
+    // A named copy: a range-for over a member of the temporary optional would read freed memory.
+    if (const std::optional<KernelSource> src = kernel_source(k->name))
+      for (const auto& [name, constant] : src->runtime) constants.insert(constant);
   if (!constants.empty()) o << "# Model parameters passed to the kernels at run time (f32 bit patterns as int32)\n";
   for (const PyConstant& c : kPyConstants)
     if (constants.count(c.name))
