@@ -70,6 +70,18 @@ TEST(PlanConvCli, TextMeasureHostAndBadImageSize) {
   EXPECT_NE(bad.out.find("--image-size"), std::string::npos) << bad.out;
 }
 
+// The upscale flags this stop added refuse values they do not know, naming the flag.
+TEST(PlanConvCli, UpscaleRefusesUnknownPrecisionAndDevice) {
+  const std::string base = kNpu + " upscale " + kFixtures + "/sr/nope.png /tmp/xdna-never-written.png --model " +
+                           kFixtures + "/sr/edsr_x2.pt ";
+  const auto precision = run_shell(base + "--precision int3 2>&1");
+  EXPECT_NE(precision.rc, 0);
+  EXPECT_NE(precision.out.find("--precision"), std::string::npos) << precision.out;
+  const auto device = run_shell(base + "--device gpu 2>&1");
+  EXPECT_NE(device.rc, 0);
+  EXPECT_NE(device.out.find("--device"), std::string::npos) << device.out;
+}
+
 TEST(PlanConvCli, StoreModels) {
   if (!in_store("efficientnet-lite0") && !in_store("esrgan-slim"))
     GTEST_SKIP() << "neither efficientnet-lite0 nor esrgan-slim is in the store";
