@@ -36,6 +36,8 @@ static const ConvKernels& active_conv_kernels() {
 // Patches per GEMM call: about 640 KiB of f32, so that a thread's patches stay in its L2 cache
 // between being written and being read by the microkernel.
 constexpr int64_t kPatchBudget = 160 * 1024;
+// The most patch floats conv2d_channel_split packs at once (8 MiB), shared by all threads.
+constexpr int64_t kSharedPatchFloats = 2 * 1024 * 1024;
 
 [[noreturn]] static void bad(const char* op, const std::string& what) {
   throw std::invalid_argument(std::string(op) + ": " + what);
@@ -134,6 +136,67 @@ static std::shared_ptr<const PackedConvWeights> conv_weights(const Tensor& w, in
 // while the weight panels stream past it from L2.
 constexpr int64_t kConvKC = 192;
 
+// Few output positions (ResNet-50's 14x14 and 7x7 stages: 7 and 2 panels): splitting them
+// between threads left each thread one to four panels, each thread streaming the whole weight
+// matrix from memory for them (the 7x7 stage's 3x3 conv: 9.4 MB, used for one 32-position panel
+// of which 17 are real), and unevenly (7 panels: 4 + 3). There the patches of all positions are
+// packed once, shared, and the threads split the output channels instead: each weight is read by
+// one thread and used for every panel. On one thread this is only the loop order, and it still
+// pays: the per-slice packing re-streamed the weights once per slice of `budget` panels (4 times
+// for the 14x14 stage's 3x3). Same tiles and K slices as conv2d_im2col: same bits.
+static bool use_channel_split(int64_t panels, int64_t kdim, int64_t NR, int64_t cout_g, int64_t MR) {
+  const int64_t threads = num_threads();
+  return panels < 8 * threads && cout_g >= 4 * MR * threads &&
+         panels * NR * kdim <= kSharedPatchFloats;
+}
+
+static void conv2d_channel_split(const Tensor& x, const ConvParams& p, int64_t Kh, int64_t Kw, int64_t Ho,
+                                 int64_t Wo, const EpilogueRows& ep, const PackedConvWeights& packed, Tensor& y) {
+  const int64_t Cin = x.dim(0), H = x.dim(1), W = x.dim(2);
+  const int64_t G = packed.groups, cin_g = Cin / G, cout_g = packed.cout_g, kdim = packed.kdim;
+  const int64_t P = Ho * Wo;
+  const IsaKernels& kern = active_kernels();
+  const int64_t NR = kern.nr, MR = kern.mr, MC = MR * 16;
+  const ConvKernels& ck = active_conv_kernels();
+  const int64_t panels = (P + NR - 1) / NR;
+  thread_local std::unique_ptr<HeapBuffer> shared;  // the calling thread's, lent to the team
+  const size_t bytes = static_cast<size_t>(panels * NR * kdim) * sizeof(float);
+  if (!shared || shared->size() < bytes) {
+    shared.reset();
+    shared = std::make_unique<HeapBuffer>(bytes);
+  }
+  float* pp = reinterpret_cast<float*>(shared->data());
+  float* py = y.data<float>();
+  const int64_t blocks = (cout_g + MR - 1) / MR;
+  for (int64_t g = 0; g < G; ++g) {
+    const PatchGeom geom{x.data<float>() + g * cin_g * H * W, cin_g, H, W, Kh, Kw, Wo,
+                         {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
+                         {p.dilation[0], p.dilation[1]}};
+    parallel_for(panels, 1, [&](int64_t q0, int64_t q1) {
+      ck.pack_patches(geom, q0 * NR, std::min(q1 * NR, P) - q0 * NR, NR, pp + q0 * kdim * NR);
+    });
+    parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+      const int64_t end = std::min(b1 * MR, cout_g);
+      for (int64_t ic = b0 * MR; ic < end; ic += MC) {
+        const int64_t ic1 = std::min(ic + MC, end);
+        for (int64_t pc = 0; pc < kdim; pc += kConvKC) {
+          const int64_t kc = std::min(kConvKC, kdim - pc);
+          const bool last = pc + kc >= kdim;
+          for (int64_t jr = 0; jr < P; jr += NR) {
+            const int64_t nr = std::min(NR, P - jr);
+            const float* bp = pp + jr * kdim + pc * NR;
+            for (int64_t ir = ic; ir < ic1; ir += MR) {
+              const int64_t mr = std::min(MR, ic1 - ir), o = g * cout_g + ir;
+              kern.sgemm(kc, packed.panel(g, ir / MR) + pc * MR, bp, py + o * P + jr, P, mr, nr, pc > 0);
+              if (last) ck.epilogue(ep, py, o, mr, jr, nr);
+            }
+          }
+        }
+      }
+    });
+  }
+}
+
 // Dense or grouped convolution as y_g[Cout_g, P] = w_g[Cout_g, Cin_g Kh Kw] · patchesᵀ: the
 // weights are the GEMM's left operand (packed once, see PackedConvWeights) and the output
 // positions its right one, so the result lands channels-first in y with no transpose. Each
@@ -150,6 +213,8 @@ static void conv2d_im2col(const Tensor& x, const Tensor& w, const ConvParams& p,
   const int64_t NR = kern.nr, MR = kern.mr, MC = MR * 16;
   const ConvKernels& ck = active_conv_kernels();
   const auto packed = conv_weights(w, G, MR, constant_weights);
+  if (use_channel_split((P + NR - 1) / NR, kdim, NR, cout_g, MR))
+    return conv2d_channel_split(x, p, Kh, Kw, Ho, Wo, ep, *packed, y);
   // Each thread takes an equal run of NR-position panels (a chunk count that does not divide
   // evenly among the threads left one idle for up to a third of a ResNet layer) and walks it in
   // slices of at most `budget` panels, whose patches fit its L2.

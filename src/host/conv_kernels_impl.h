@@ -44,28 +44,31 @@ inline void pack_patches(const PatchGeom& g, int64_t p0, int64_t n, int64_t NR, 
         for (int64_t j = 0; j < g.Kw; ++j, out += NR) {
           const int64_t di = i * g.dilation[0], dj = j * g.dilation[1];
           std::fill(out + nr, out + NR, 0.0f);
-          if (g.stride[1] != 1) {
-            for (int64_t c = 0; c < nr; ++c) {
-              const int64_t ih = ih0[c] + di, iw = iw0[c] + dj;
-              out[c] = ih >= 0 && ih < g.H && iw >= 0 && iw < g.W ? plane[ih * g.W + iw] : 0.0f;
-            }
-            continue;
-          }
-          // Stride 1: a run of positions on one row reads a contiguous input run; the part of it
-          // outside [0, W) (or a row outside [0, H)) is the zero padding.
-          for (int64_t s = 0; s < segments; ++s) {
-            const int64_t c0 = segment[s], c1 = segment[s + 1];
-            const int64_t ih = ih0[c0] + di, iw = iw0[c0] + dj;  // input column of position c0
+          // A run of positions on one output row reads one input row at columns iw, iw + s, ...;
+          // the part of it outside [0, W) (or a row outside [0, H)) is the zero padding. Stride 1
+          // is a contiguous copy; other strides (ResNet's 7x7 stem, its stride-2 3x3 and 1x1
+          // downsamples) a strided one, instead of a bounds check per value.
+          const int64_t s = g.stride[1];
+          for (int64_t seg = 0; seg < segments; ++seg) {
+            const int64_t c0 = segment[seg], c1 = segment[seg + 1];
+            const int64_t ih = ih0[c0] + di, iw = iw0[c0] + dj;  // input row and column of position c0
             if (ih < 0 || ih >= g.H) {
               std::fill(out + c0, out + c1, 0.0f);
               continue;
             }
-            const int64_t lo = std::clamp(c0 - iw, c0, c1), hi = std::clamp(c0 + g.W - iw, lo, c1);
+            const int64_t lo = std::clamp(iw >= 0 ? c0 : c0 + (-iw + s - 1) / s, c0, c1);
+            const int64_t hi = std::clamp(iw < g.W ? c0 + (g.W - 1 - iw) / s + 1 : c0, lo, c1);
             std::fill(out + c0, out + lo, 0.0f);
-            const float* src = plane + ih * g.W + iw + (lo - c0);
-            if (hi - lo == 32) std::memcpy(out + lo, src, 32 * sizeof(float));  // a whole AVX-512 panel, inlined
-            else if (hi - lo == 16) std::memcpy(out + lo, src, 16 * sizeof(float));  // AVX2
-            else std::copy(src, src + (hi - lo), out + lo);
+            const float* src = plane + ih * g.W + iw + s * (lo - c0);
+            if (s != 1) {
+              for (int64_t c = lo; c < hi; ++c) out[c] = src[(c - lo) * s];
+            } else if (hi - lo == 32) {
+              std::memcpy(out + lo, src, 32 * sizeof(float));  // a whole AVX-512 panel, inlined
+            } else if (hi - lo == 16) {
+              std::memcpy(out + lo, src, 16 * sizeof(float));  // AVX2
+            } else {
+              std::copy(src, src + (hi - lo), out + lo);
+            }
             std::fill(out + hi, out + c1, 0.0f);
           }
         }

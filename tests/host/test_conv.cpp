@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "core/cpu.h"
+#include "core/parallel.h"
 #include "host/conv.h"
 
 using namespace xdna;
@@ -312,4 +313,45 @@ TEST(Conv, FusedPixelShuffleEqualsSeparateShuffle) {
   EXPECT_THROW(conv2d_into(x, w, nullptr, ConvParams{}, y, bad), std::invalid_argument);
   bad.pixel_shuffle = 0;
   EXPECT_THROW(conv2d_into(x, w, nullptr, ConvParams{}, y, bad), std::invalid_argument);
+}
+
+// Few positions and many output channels (ResNet-50's 14x14 and 7x7 stages): conv.cpp packs all
+// patches once and splits the output channels between threads (conv2d_channel_split). Against
+// the definition on 1 and 2 threads, bit-identical between the two (same tiles and K slices),
+// with the fused epilogue, on both ISAs.
+TEST(Conv, FewPositionsSplitByOutputChannels) {
+  const Case cases[] = {
+      {64, 130, 7, 7, 3, 3, 1, 1, 1, 1},    // 49 positions: a ragged panel, a partial channel block
+      {48, 120, 13, 15, 1, 1, 2, 0, 1, 1},  // pointwise stride 2 (a ResNet downsample)
+      {40, 150, 9, 11, 3, 3, 2, 1, 1, 1},   // strided 3x3
+      {16, 240, 9, 9, 3, 3, 1, 1, 1, 2},    // grouped: 120 channels per group
+      {200, 128, 5, 3, 1, 1, 1, 0, 1, 1},   // pointwise stride 1, 15 positions
+  };
+  const Isa isa_before = active_isa();
+  const int threads_before = num_threads();
+  uint32_t seed = 5100;
+  for (const Isa isa : {isa_before, Isa::Avx2}) {
+    if (isa != isa_before && isa_before == Isa::Scalar) continue;
+    force_isa(isa);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << "isa " << isa_name(isa) << " cin " << c.cin << " cout " << c.cout);
+      const Tensor x = random_tensor({c.cin, c.h, c.w}, seed += 10);
+      const Tensor w = random_tensor({c.cout, c.cin / c.groups, c.kh, c.kw}, seed + 1);
+      const Tensor b = random_tensor({c.cout}, seed + 2);
+      ConvParams p;
+      p.stride[0] = p.stride[1] = c.stride;
+      p.padding[0] = p.padding[1] = c.pad;
+      p.groups = c.groups;
+      set_num_threads(1);
+      const Tensor one = conv2d(x, w, &b, p);
+      set_num_threads(2);
+      const Tensor two = conv2d(x, w, &b, p);
+      expect_matches(c, seed + 3);
+      expect_epilogue_matches(c, seed + 4, true);
+      ASSERT_EQ(one.shape(), two.shape());
+      for (int64_t i = 0; i < one.numel(); ++i) ASSERT_EQ(one.data<float>()[i], two.data<float>()[i]) << "element " << i;
+    }
+  }
+  force_isa(isa_before);
+  set_num_threads(threads_before);
 }
