@@ -1,6 +1,8 @@
 // AVX2 + FMA + F16C kernels: the baseline x86-64 path (6x16 f32 microkernel, 8-wide dots).
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "host/gemm.h"
 
 namespace xdna::host {
@@ -334,14 +336,19 @@ float dot_q6_k(const uint8_t* w, const XRow& x) {
   return hsum(_mm256_add_ps(acc0, acc1)) - 32 * hsum(corr);
 }
 
-// Panel packing as 8x8 transposes (unpack / shuffle / permute2f128); ragged edges go scalar.
+// Panel packing as 8x8 transposes (unpack / shuffle / permute2f128), 8 panel columns at a time.
+// A ragged group (nr or NR not a multiple of 8: the 14-row x panels, the last weight rows) is
+// transposed too, with zero rows past nr and a masked store up to NR: before, its columns went
+// through a scalar strided loop, ~40% of packing x for the 14x32 kernel.
 void pack_panel(const float* const* src, int64_t nr, int64_t NR, int64_t kc, float* dst) {
-  int64_t c0 = 0;
-  for (; c0 + 8 <= nr; c0 += 8) {
+  for (int64_t c0 = 0; c0 < NR; c0 += 8) {
+    const int64_t rows = std::clamp<int64_t>(nr - c0, 0, 8), lanes = std::min<int64_t>(8, NR - c0);
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     int64_t k = 0;
     for (; k + 8 <= kc; k += 8) {
       __m256 r[8], t[8];
-      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src[c0 + i] + k);
+      for (int i = 0; i < 8; ++i) r[i] = i < rows ? _mm256_loadu_ps(src[c0 + i] + k) : _mm256_setzero_ps();
       for (int i = 0; i < 8; i += 2) {
         t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
         t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
@@ -353,16 +360,19 @@ void pack_panel(const float* const* src, int64_t nr, int64_t NR, int64_t kc, flo
         r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
       }
       for (int i = 0; i < 4; ++i) {
-        _mm256_storeu_ps(dst + (k + i) * NR + c0, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
-        _mm256_storeu_ps(dst + (k + i + 4) * NR + c0, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+        const __m256 lo = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+        const __m256 hi = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+        if (lanes == 8) {
+          _mm256_storeu_ps(dst + (k + i) * NR + c0, lo);
+          _mm256_storeu_ps(dst + (k + i + 4) * NR + c0, hi);
+        } else {
+          _mm256_maskstore_ps(dst + (k + i) * NR + c0, mask, lo);
+          _mm256_maskstore_ps(dst + (k + i + 4) * NR + c0, mask, hi);
+        }
       }
     }
     for (; k < kc; ++k)
-      for (int64_t c = c0; c < c0 + 8; ++c) dst[k * NR + c] = src[c][k];
-  }
-  for (int64_t k = 0; k < kc; ++k) {
-    for (int64_t c = c0; c < nr; ++c) dst[k * NR + c] = src[c][k];
-    for (int64_t c = nr; c < NR; ++c) dst[k * NR + c] = 0.f;
+      for (int64_t c = c0; c < c0 + lanes; ++c) dst[k * NR + c] = c - c0 < rows ? src[c][k] : 0.f;
   }
 }
 
