@@ -58,3 +58,14 @@ extern "C" void conv2d_bf16(const xk::bf16* in, const xk::bf16* w, const float* 
         conv_store(acc, epi + co, act, out + (int64_t(r) * cols + c) * ch + co, scope.mode);
       }
 }
+
+// The weights object as the conv designs send it (one core DMA channel carries both): the bf16
+// weights [kernel][kernel][c_in][ch] (depthwise: [kernel][kernel][ch]), then the f32 epilogue
+// constants (design_families_conv.cpp). The emitted design.py calls this entry point.
+extern "C" void conv2d_bf16_packed(const xk::bf16* in, const xk::bf16* w_epi, xk::bf16* out, int32_t rows,
+                                   int32_t cols, int32_t in_cols, int32_t c_in, int32_t ch, int32_t kernel,
+                                   int32_t stride, int32_t depthwise) {
+  const int64_t n_w = int64_t(kernel) * kernel * ch * (depthwise ? 1 : c_in);  // a multiple of 16: f32-aligned
+  conv2d_bf16(in, w_epi, reinterpret_cast<const float*>(w_epi + n_w), out, rows, cols, in_cols, c_in, ch, kernel,
+              stride, depthwise);
+}

@@ -10,6 +10,9 @@
 extern "C" {
 void conv2d_bf16(const xk::bf16* in, const xk::bf16* w, const float* epi, xk::bf16* out, int32_t rows, int32_t cols,
                  int32_t in_cols, int32_t c_in, int32_t ch, int32_t kernel, int32_t stride, int32_t depthwise);
+// Weights and epilogue in one object (how the conv designs deliver them): epi follows the weights.
+void conv2d_bf16_packed(const xk::bf16* in, const xk::bf16* w_epi, xk::bf16* out, int32_t rows, int32_t cols,
+                        int32_t in_cols, int32_t c_in, int32_t ch, int32_t kernel, int32_t stride, int32_t depthwise);
 void attention_encoder_bf16_init(float* m, float* l, float* o, int32_t rows, int32_t head_dim);
 void attention_encoder_bf16(const xk::bf16* q, const xk::bf16* kv, float* m, float* l, float* o, float* scores,
                             int32_t rows, int32_t keys, int32_t head_dim, int32_t q_pos0, int32_t k_pos0,
@@ -43,6 +46,126 @@ void mlp_fused_bf16_down(const xk::bf16* obj, int32_t cores, int32_t gelu, int32
 void mlp_fused_bf16_down_give(xk::bf16* slice, int32_t cores, int32_t gelu, int32_t hidden, int32_t inter);
 void mlp_fused_bf16_down_take(const xk::bf16* act, int32_t cores, int32_t gelu, int32_t hidden, int32_t inter);
 void mlp_fused_bf16_down_result(xk::bf16* out, int32_t cores, int32_t gelu, int32_t hidden, int32_t inter);
+// bfp16ebs8 GEMV (gemv_bfp16.cc): W rows of k/8 9-byte blocks, x k/8 blocks, y bf16.
+void gemv_bfp16(const uint8_t* W, const uint8_t* x, xk::bf16* y, int32_t k, int32_t rows);
+// qkv_rope design's stage entry points (qkv_rope_bf16.cc), in its cores' program order.
+void qkv_rope_bf16_x(const xk::bf16* obj, int32_t cores, int32_t head_dim, int32_t heads, int32_t hidden,
+                     int32_t kv_heads, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits, int32_t interleaved);
+void qkv_rope_bf16_qkv(const xk::bf16* obj, int32_t cores, int32_t head_dim, int32_t heads, int32_t hidden,
+                       int32_t kv_heads, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits, int32_t interleaved);
+void qkv_rope_bf16_qkv_give(xk::bf16* slice, int32_t cores, int32_t head_dim, int32_t heads, int32_t hidden,
+                            int32_t kv_heads, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                            int32_t interleaved);
+void qkv_rope_bf16_qkv_take(const xk::bf16* act, int32_t cores, int32_t head_dim, int32_t heads, int32_t hidden,
+                            int32_t kv_heads, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                            int32_t interleaved);
+void qkv_rope_bf16_rope(const float* cos_sin, int32_t cores, int32_t head_dim, int32_t heads, int32_t hidden,
+                        int32_t kv_heads, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits, int32_t interleaved);
+void qkv_rope_bf16_rope_result(xk::bf16* out, int32_t cores, int32_t head_dim, int32_t heads, int32_t hidden,
+                               int32_t kv_heads, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                               int32_t interleaved);
+void qkv_rope_bf16_rope_kv_new(xk::bf16* out, int32_t cores, int32_t head_dim, int32_t heads, int32_t hidden,
+                               int32_t kv_heads, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                               int32_t interleaved);
+// attention_decode design's stage entry points (attention_decode_bf16.cc).
+void attention_decode_bf16_q(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores, int32_t head_dim,
+                             int32_t heads, int32_t kv_heads, int32_t scale_bits);
+void attention_decode_bf16_attention(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores,
+                                     int32_t head_dim, int32_t heads, int32_t kv_heads, int32_t scale_bits);
+void attention_decode_bf16_attention_give(uint8_t* slice, int32_t context, int32_t core, int32_t cores,
+                                          int32_t head_dim, int32_t heads, int32_t kv_heads, int32_t scale_bits);
+void attention_decode_bf16_attention_take(const uint8_t* act, int32_t context, int32_t core, int32_t cores,
+                                          int32_t head_dim, int32_t heads, int32_t kv_heads, int32_t scale_bits);
+void attention_decode_bf16_attention_result(xk::bf16* out, int32_t context, int32_t core, int32_t cores,
+                                            int32_t head_dim, int32_t heads, int32_t kv_heads, int32_t scale_bits);
+// lm_head design's stage entry points (lm_head_bf16.cc).
+void lm_head_bf16_x(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
+                    int32_t offset_bits);
+void lm_head_bf16_norm(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
+                       int32_t offset_bits);
+void lm_head_bf16_rows(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
+                       int32_t offset_bits);
+void lm_head_bf16_rows_out(float* out, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
+                           int32_t offset_bits);
+// decode_layer design's stage entry points (decode_layer_bf16.cc); every one takes the same
+// scalars: context, core, cores, gelu, head_dim, heads, hidden, intermediate, kv_heads,
+// post_norms, qk_norm, eps_bits, offset_bits, interleaved, scale_bits.
+void decode_layer_bf16_x(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                         int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                         int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                         int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_qkv(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                           int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                           int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                           int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_qkv_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_qkv_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_rope(const float* cos_sin, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                            int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                            int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                            int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_rope_kv_new(xk::bf16* out, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                   int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                   int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                   int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_attention(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                 int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                 int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                 int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_attention_give(uint8_t* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                      int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter,
+                                      int32_t kv_heads, int32_t post_norms, int32_t qk_norm, int32_t eps_bits,
+                                      int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_attention_take(const uint8_t* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                      int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter,
+                                      int32_t kv_heads, int32_t post_norms, int32_t qk_norm, int32_t eps_bits,
+                                      int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_o(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                         int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                         int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                         int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_o_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                              int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                              int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                              int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_o_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                              int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                              int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                              int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_gate_up(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                               int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                               int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                               int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_gate_up_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                    int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                    int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                    int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_gate_up_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                    int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                    int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                    int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_down(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                            int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                            int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                            int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_down_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                 int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                 int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                 int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_down_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                 int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                 int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                 int32_t interleaved, int32_t scale_bits);
+void decode_layer_bf16_down_result(xk::bf16* out, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                   int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                   int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                   int32_t interleaved, int32_t scale_bits);
 }
 
 // What the entry points run, with the store rounding as an argument (the entry points pass
@@ -66,6 +189,7 @@ void attention_partial_bf16(const xk::bf16* q, const xk::bf16* K, const xk::bf16
                             float* scores, int32_t positions, int32_t head_dim, float scale, xk::Rounding rnd);
 void attention_combine_bf16(const float* max_sums, const xk::bf16* outs, xk::bf16* out, int32_t n_parts,
                             int32_t head_dim, xk::Rounding rnd);
+void gemv_bfp16(const uint8_t* W, const uint8_t* x, xk::bf16* y, int32_t k, int32_t rows, xk::Rounding rnd);
 
 // The state an mlp_fused core keeps in L1 between its entry points (static in mlp_fused_bf16.cc:
 // each core has its own). Bounds: hidden <= kMaxHidden, intermediate <= kMaxInter, a core's
@@ -79,4 +203,66 @@ struct MlpFusedState {
   xk::accum<xk::accfloat, 16> acc = xk::zeros<xk::accfloat, 16>();  // the row in flight
 };
 MlpFusedState& mlp_fused_bf16_state();
+
+// The pieces of L1 state the other fused stage kernels share (fused_stage.h). Bounds: hidden
+// <= kMaxHidden, q + k + v values <= kMaxQkv, a core's rows of any matrix <= kMaxRows,
+// head_dim <= kMaxDim. All plain data: the host copies a core's state in and out (tests).
+struct FusedBounds {
+  static constexpr int32_t kMaxHidden = 4096, kMaxQkv = 8192, kMaxQ = 4096, kMaxRows = 512, kMaxDim = 256;
+  static constexpr int32_t kMaxInter = 8192, kMaxCores = 32;
+};
+// x, its RMSNorm and the core's rows of the QKV projection (qkv_rope, decode_layer).
+struct QkvPartState : FusedBounds {
+  xk::bf16 x[kMaxHidden], gamma[kMaxHidden], xn[kMaxHidden], rows[kMaxRows], qkv[kMaxQkv];
+  xk::bf16 q_norm[kMaxDim], k_norm[kMaxDim];
+  int32_t x_have = 0;
+  xk::accum<xk::accfloat, 16> acc = xk::zeros<xk::accfloat, 16>();  // the row in flight
+};
+// One core's flash-decoding partials, streamed K then V per KV head, and the gathered partials
+// of every core (attention_decode, decode_layer). scores: [group][positions] <= kMaxScores.
+struct AttnPartState : FusedBounds {
+  static constexpr int32_t kMaxGroup = 16, kMaxScores = 8192, kMaxPartial = 16384, kMaxGathered = 65536;
+  float scores[kMaxScores], max[kMaxGroup], sum[kMaxGroup];
+  xk::accum<xk::accfloat, 16> qk[kMaxGroup];                     // q . k_t of the row in flight
+  xk::accum<xk::accfloat, 16> o[kMaxGroup * kMaxDim / 16];       // sum p_t v_t per query head
+  uint8_t partial[kMaxPartial], gathered[kMaxGathered];          // bf16 out[D], f32 max, sum per head
+  float ms[2 * kMaxCores];                                       // combine scratch
+  xk::bf16 outs[kMaxCores * kMaxDim];
+  int32_t round = 0;
+};
+struct QkvRopeState {
+  int32_t stage = 0;
+  int64_t pos = 0;  // values of the current stream part taken
+  QkvPartState qkv;
+};
+struct AttentionDecodeState {
+  int32_t stage = 0, q_have = 0;
+  int64_t pos = 0;
+  xk::bf16 q[FusedBounds::kMaxQ], out[FusedBounds::kMaxQ];
+  AttnPartState attn;
+};
+struct LmHeadState : FusedBounds {
+  static constexpr int32_t kMaxLogits = 512;  // two logits objects of up to 256 rows (a ring)
+  int32_t stage = 0, x_have = 0, chunk_out = 0;
+  int64_t pos = 0;
+  xk::bf16 x[kMaxHidden], gamma[kMaxHidden], xn[kMaxHidden];
+  float logits[kMaxLogits];
+  xk::accum<xk::accfloat, 16> acc = xk::zeros<xk::accfloat, 16>();
+};
+struct DecodeLayerState : FusedBounds {
+  int32_t stage = 0, carry_n = 0;
+  int64_t pos = 0, carry_pos = 0;
+  bool have_h1 = false, have_xn2 = false, have_h = false;
+  QkvPartState qkv;
+  AttnPartState attn;
+  xk::bf16 attn_out[kMaxQ], o_rows[kMaxRows], h1[kMaxHidden], gamma2[kMaxHidden], xn2[kMaxHidden];
+  xk::bf16 gate_up[2 * kMaxRows], h[kMaxInter], down[kMaxRows], y[kMaxHidden];
+  xk::bf16 post_attn[kMaxHidden], post_ffn[kMaxHidden];  // Gemma 3's post-norm gammas
+  xk::bf16 carry[2048];  // blocks of the weights that wait for an exchange (h1, then h)
+  xk::accum<xk::accfloat, 16> acc = xk::zeros<xk::accfloat, 16>();
+};
+QkvRopeState& qkv_rope_bf16_state();
+AttentionDecodeState& attention_decode_bf16_state();
+LmHeadState& lm_head_bf16_state();
+DecodeLayerState& decode_layer_bf16_state();
 }  // namespace xk_impl

@@ -62,6 +62,24 @@ inline auto lane(const accum<A, N>& acc, int i) {
   if constexpr (std::is_same_v<A, accfloat>) return float(acc.template to_vector<float>()[i]);
   else return int32_t(acc.template to_vector<int32_t>()[i]);
 }
+
+// aie::mmul<8, 8, 8, bfp16ebs8, bfp16ebs8, accfloat>: C[8 x 8] += A[8 x 8] * B[8 x 8] on 72-byte
+// tiles (8 blocks of 9 bytes: A's rows, B's columns, each one block of 8 k-values), loaded
+// through block-vector streams (bfp16 tiles need not be vector-aligned). Unverified assumption:
+// the core reads B's blocks along k as the host model does (aie_numerics.h mmul_bfp16_888).
+struct mmul_bfp16 {
+  aie::mmul<8, 8, 8, bfp16ebs8, bfp16ebs8, accfloat> m;
+  mmul_bfp16() { m = aie::mmul<8, 8, 8, bfp16ebs8, bfp16ebs8, accfloat>(aie::zeros<accfloat, 64>()); }
+  void mac(const uint8_t* a, const uint8_t* b) {
+    aie::block_vector<bfp16ebs8, 64> va, vb;
+    aie::block_vector_input_buffer_stream<bfp16ebs8, 64> sa(reinterpret_cast<const bfp16ebs8*>(a));
+    aie::block_vector_input_buffer_stream<bfp16ebs8, 64> sb(reinterpret_cast<const bfp16ebs8*>(b));
+    sa >> va;
+    sb >> vb;
+    m.mac(va, vb);
+  }
+  float lane(int i) { return float(m.to_accum().template to_vector<float>()[i]); }
+};
 }  // namespace xk
 
 #else  // host
@@ -94,6 +112,12 @@ inline float exp_lut(float x) { return xdna::aie::exp_lut(x); }
 inline float reciprocal_lut(float x) { return xdna::aie::reciprocal_lut(x); }
 template <typename A, int N>
 inline A lane(const accum<A, N>& acc, int i) { return acc.lane[size_t(i)]; }
+// The bfp16ebs8 8x8x8 mmul as aie_numerics.h models it (C lanes row-major, r * 8 + j).
+struct mmul_bfp16 {
+  xdna::aie::mmul_bfp16_888 m;
+  void mac(const uint8_t* a, const uint8_t* b) { m.mac(a, b); }
+  float lane(int i) const { return m.c.lane[size_t(i)]; }
+};
 }  // namespace xk
 
 #endif

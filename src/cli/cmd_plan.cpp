@@ -90,6 +90,7 @@ void run_decoder_plan(const PlanCliOptions& o, const std::string& path, const De
   in.vocab = spec.vocab_size;
   in.shape = {spec.hidden, spec.heads, spec.kv_heads, spec.head_dim, spec.intermediate, 1,
               spec.qk_norm, spec.act != Activation::Silu};
+  in.shape.post_norms = spec.sandwich_norms;  // Gemma's sandwich norms: decode_layer "_pn"
   in.layer_is_local = spec.layer_is_local;
   in.sliding_window = spec.sliding_window;
   npu::DecoderPlanOptions opts;

@@ -61,6 +61,11 @@ void gemm_bfp16(const uint8_t* A, const uint8_t* B, float* C, int64_t m, int64_t
     }
 }
 
+void gemv_bfp16(const uint8_t* W, const uint8_t* x, bf16* y, int64_t rows, int64_t K, Rounding rnd) {
+  check(rows >= 0 && K > 0 && K % 8 == 0, "gemv_bfp16: K = " + std::to_string(K) + " is not a positive multiple of 8");
+  xk_impl::gemv_bfp16(W, x, y, i32(K, "gemv_bfp16: K"), i32(rows, "gemv_bfp16: rows"), rnd);
+}
+
 void pack_bfp16_a(const float* A, int64_t m, int64_t k, uint8_t* out) {
   check(m % 8 == 0 && k % 8 == 0, "pack_bfp16_a: m and k must be multiples of 8");
   for (int64_t i = 0; i < m / 8; ++i)

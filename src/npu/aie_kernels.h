@@ -29,6 +29,12 @@ void gemv_int8(const int8_t* W, const int8_t* x, int8_t* y, int64_t rows, int64_
 // For each 8 x 8 output tile the k sub-blocks are accumulated in increasing k.
 void gemm_bfp16(const uint8_t* A, const uint8_t* B, float* C, int64_t m, int64_t k, int64_t n);
 
+// y[r] = sum_k W[r][k] x[k] with bfp16ebs8 W (rows of K/8 9-byte blocks, row-major) and x (K/8
+// blocks), through the 8x8x8 mmul (x in row 0 of A, 8 rows of W as B's columns): the same bits
+// as gemm_bfp16 with m = 8 and x in A's first row, stored to bf16 with `rnd`
+// (aie_kernels/gemv_bfp16.cc). K must be a positive multiple of 8.
+void gemv_bfp16(const uint8_t* W, const uint8_t* x, bf16* y, int64_t rows, int64_t K, Rounding rnd);
+
 // Shuffle row-major f32 matrices into the operand layouts above (what the host / bake step
 // writes): A [m x k] -> [m/8][k/8] sub-blocks; B [k x n] -> transposed [n/8][k/8] sub-blocks.
 void pack_bfp16_a(const float* A, int64_t m, int64_t k, uint8_t* out);

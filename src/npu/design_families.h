@@ -72,6 +72,16 @@ struct DecodeLayerShape {
   int64_t context = 1;
   bool qk_norm = false;  // per-head RMSNorm of q and k (Qwen3, Gemma 3)
   bool gelu = false;     // GeGLU (tanh GELU) instead of SwiGLU
+  // Gemma 3 (decode_layer only; the defaults are the Qwen3 / Llama layer):
+  //  - window > 0: a sliding-window (local) layer: attention reads only the last `window`
+  //    positions, so the design's context is min(context, window). Like the context it is a
+  //    runtime parameter (the array configuration and the name do not change: local and global
+  //    layers share one design); the local layers' own RoPE base is in the rope row the host
+  //    passes.
+  //  - post_norms: sandwich norms, RMSNorm of the o-projection and of the down projection
+  //    before each residual add (gammas in the o and down stages' stream; name suffix "_pn").
+  int64_t window = 0;
+  bool post_norms = false;
 };
 
 // The fused designs share one topology (docs/npu-designs.md, "Fused decode designs"):

@@ -412,22 +412,31 @@ Design attention_decode_design(const DecodeLayerShape& s, int columns) {
   return build_fused(f);
 }
 
-Design decode_layer_design(DType dtype, const DecodeLayerShape& s, int columns) {
+Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int columns) {
   const std::string fam = "decode_layer";
   check_weights(fam, dtype);
-  check_shape(fam, s);
+  check_shape(fam, shape);
+  check(shape.window >= 0, fam, "window must be 0 (full attention) or positive, got " + std::to_string(shape.window));
+  // A sliding-window layer reads only the last `window` positions: a shorter KV part, the same
+  // configuration (the context is a runtime parameter).
+  DecodeLayerShape s = shape;
+  if (s.window > 0) s.context = std::min(s.context, s.window);
+  const int64_t post = s.post_norms ? s.hidden * 2 : 0;  // a post-norm gamma (bf16) in the o and down stages
   const Stages st{int64_t(columns) * kCores, dtype, s};
   const int64_t n_qkv = st.q_dim() + 2 * st.kv_dim();
   FusedSpec f;
   f.family = fam;
   f.columns = columns;
-  f.name = fam + "_" + std::string(dtype_name(dtype)) + "_" + shape_name(s) + "_c" + std::to_string(columns);
+  f.name = fam + "_" + std::string(dtype_name(dtype)) + "_" + shape_name(s) + (s.post_norms ? "_pn" : "") + "_c" +
+           std::to_string(columns);
   f.params = {{"hidden", s.hidden},     {"heads", s.heads},       {"kv_heads", s.kv_heads},
               {"head_dim", s.head_dim}, {"intermediate", s.intermediate}, {"context", s.context},
               {"qk_norm", s.qk_norm},   {"gelu", s.gelu}};
+  if (s.window > 0) f.params["window"] = s.window;
+  if (s.post_norms) f.params["post_norms"] = 1;
   const int64_t w_attn = s.hidden * 2 + st.wbytes(n_qkv, s.hidden) + (s.qk_norm ? 4 * s.head_dim : 0);
-  const int64_t w_rest = st.wbytes(s.hidden, st.q_dim()) + s.hidden * 2 +
-                         2 * st.wbytes(s.intermediate, s.hidden) + st.wbytes(s.hidden, s.intermediate);
+  const int64_t w_rest = st.wbytes(s.hidden, st.q_dim()) + post + s.hidden * 2 +
+                         2 * st.wbytes(s.intermediate, s.hidden) + st.wbytes(s.hidden, s.intermediate) + post;
   f.parts = {{"x", s.hidden * 2, true},
              {"weights", w_attn, false},
              {"rope", 2 * s.head_dim * 2, true},
@@ -436,9 +445,11 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& s, int columns) 
   const int64_t macs = st.rows(n_qkv) * s.hidden + st.attn_macs() + st.rows(s.hidden) * st.q_dim() +
                        2 * st.rows(s.intermediate) * s.hidden + st.rows(s.hidden) * s.intermediate;
   // Norms and residual adds run on every core over the whole vector (no exchange needed).
-  const int64_t ops = 2 * s.hidden * 3 + 2 * s.hidden + st.rope_ops() + st.attn_ops() + st.act_ops();
+  const int64_t ops = (s.post_norms ? 4 : 2) * s.hidden * 3 + 2 * s.hidden + st.rope_ops() + st.attn_ops() +
+                      st.act_ops();
   f.kernel = {"decode_layer_" + std::string(dtype_name(dtype)), dtype,
               {{"hidden", s.hidden}, {"context", s.context}}, 0, macs, ops};
+  if (s.post_norms) f.kernel.args["post_norms"] = 1;
   // Exchanged stages: qkv, attention partials (several objects), o, h, down.
   f.slice_bytes = round_up(std::max({st.rows(n_qkv) * 2, st.rows(s.intermediate) * 2, st.rows(s.hidden) * 2}), 4);
   f.exchanges = 4 + int(st.attn_objects(f.slice_bytes));
@@ -446,18 +457,21 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& s, int columns) 
                     {"x_norm", s.hidden * 2, DType::BF16},
                     {"partial", st.attn_partial_bytes(), DType::F32},
                     {"acc", f.slice_bytes * 2, DType::F32}};
+  if (s.post_norms) f.core_buffers.push_back({"post_gamma", post, DType::BF16});
   f.result_bytes = s.hidden * 2;
   f.kv_new_bytes = 2 * st.kv_dim() * 2;
   // x; norm + QKV rows (exchange); QK-norm + RoPE, the new K/V row out; attention partials
   // (exchanges) and their combine; o rows (exchange) + residual; ffn norm + gate/up rows
-  // (exchange h); down rows (exchange) + residual, the result out.
+  // (exchange h); down rows (exchange) + residual, the result out. With post_norms the o and
+  // down stages also read a gamma after their rows and normalise the exchanged vector before
+  // the residual add (extra work in those stages, no new stage).
   f.stages = {{"x", s.hidden * 2, true},
               {"qkv", w_attn, true, 1},
               {"rope", 2 * s.head_dim * 2, true, 0, {"kv_new"}},
               {"attention", st.kv_bytes(), true, int(st.attn_objects(f.slice_bytes))},
-              {"o", st.wbytes(s.hidden, st.q_dim()), true, 1},
+              {"o", st.wbytes(s.hidden, st.q_dim()) + post, true, 1},
               {"gate_up", s.hidden * 2 + 2 * st.wbytes(s.intermediate, s.hidden), false, 1},
-              {"down", st.wbytes(s.hidden, s.intermediate), false, 1, {"result"}}};
+              {"down", st.wbytes(s.hidden, s.intermediate) + post, false, 1, {"result"}}};
   return build_fused(f);
 }
 

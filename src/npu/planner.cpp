@@ -199,10 +199,13 @@ namespace xdna::npu {
 namespace {
 
 // Generated designs, kept alive for the invocations that point at them.
+// Keyed by name and context: one design (configuration) may be invoked at several contexts
+// (Gemma's local and global layers), each priced with its own KV bytes.
 struct DesignPool {
   std::map<std::string, std::shared_ptr<const Design>> by_name;
   const Design* add(Design d) {
-    const std::string name = d.name;  // (d is moved from below)
+    auto ctx = d.params.find("context");
+    const std::string name = d.name + "@" + std::to_string(ctx == d.params.end() ? 0 : ctx->second);
     auto it = by_name.find(name);
     if (it == by_name.end()) it = by_name.emplace(name, std::make_shared<const Design>(std::move(d))).first;
     return it->second.get();
@@ -239,6 +242,7 @@ DecoderPlan plan_decoder(const DecoderPlanInput& m, const DecoderPlanOptions& o)
     lp.local = m.sliding_window > 0 && i < int64_t(m.layer_is_local.size()) && m.layer_is_local[size_t(i)];
     DecodeLayerShape s = m.shape;
     s.context = lp.local ? std::min(o.context, m.sliding_window) : o.context;
+    s.window = lp.local ? m.sliding_window : 0;  // a runtime parameter: local and global layers share the design
     plan.kv_read_bytes += 2 * s.context * kv_dim * 2;
     try {
       lp.designs.push_back(invoke(decode_layer_design(o.weights, s, o.columns)));
@@ -326,6 +330,13 @@ std::string DecoderPlan::text() const {
     if (!layers[i].note.empty()) out += "    not fused: " + layers[i].note + "\n";
     i = j + 1;
   }
+  std::string local;
+  for (const DecoderLayerPlan& l : layers)
+    if (l.local) local += (local.empty() ? "" : ",") + std::to_string(l.layer);
+  if (!local.empty())
+    out += "  sliding window " + std::to_string(model.sliding_window) + " (KV read at most " +
+           std::to_string(std::min(options.context, model.sliding_window)) + " positions, local RoPE): layers " +
+           local + "\n";
   if (!lm_head.empty()) {
     std::snprintf(line, sizeof line, "  lm head: %zu x %s\n", lm_head.size(), lm_head[0].c_str());
     out += line;

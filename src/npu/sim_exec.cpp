@@ -48,7 +48,7 @@ int arg_index(const Design& d, const std::string& name) {
 // order, ceil(n / P) rows each; attention by (KV head, block of positions).
 struct Geometry {
   int64_t P = 0, hidden = 0, heads = 0, kv_heads = 0, D = 0, I = 0, context = 1;
-  bool qk_norm = false, gelu = false;
+  bool qk_norm = false, gelu = false, post_norms = false;
   int64_t q_dim() const { return heads * D; }
   int64_t kv_dim() const { return kv_heads * D; }
   int64_t n_qkv() const { return q_dim() + 2 * kv_dim(); }
@@ -87,6 +87,7 @@ Geometry geometry(const Design& d, bool layer) {
   if (d.params.count("context")) g.context = param(d, "context");
   g.qk_norm = d.params.count("qk_norm") && param(d, "qk_norm");
   g.gelu = d.params.count("gelu") && param(d, "gelu");
+  g.post_norms = d.params.count("post_norms") && param(d, "post_norms");
   return g;
 }
 
@@ -341,6 +342,13 @@ std::vector<bf16> mlp(const Geometry& g, const std::vector<std::vector<bf16>>& g
   return gemv_exchange(down, h, Rh, g.hidden);
 }
 
+// decode_layer's weights_rest part: o rows, [post-attention gamma], ffn gamma, gate, up and
+// down rows, [post-FFN gamma].
+int64_t rest_bytes(const Geometry& g) {
+  const int64_t Rh = g.rows(g.hidden), Ri = g.rows(g.I);
+  return Rh * g.q_dim() * 2 + g.hidden * 2 + 2 * Ri * g.hidden * 2 + Rh * g.I * 2 + (g.post_norms ? 4 * g.hidden : 0);
+}
+
 void check_dims(const Design& d, const Geometry& g) {
   if (g.hidden % 16 || g.I % 16 || g.D % 16)
     fail(d, "hidden, intermediate and head_dim must be multiples of 16 (the GEMV kernels' lanes)");
@@ -378,22 +386,24 @@ void run_decode_layer(const Design& d, HostArgs& args, const SimKernelArgs& k) {
   std::vector<std::vector<bf16>> rows(size_t(g.P)), kv(size_t(g.P)), o(size_t(g.P)), gate(size_t(g.P)),
       up(size_t(g.P)), down(size_t(g.P));
   QkvInputs first;
-  std::vector<bf16> gamma2;
+  std::vector<bf16> gamma2, post_attn, post_ffn;
   for (int64_t p = 0; p < g.P; ++p) {  // what every core reads, in stream order
     Reader& r = rd[size_t(p)];
     QkvInputs in = read_qkv_inputs(r, g, Rq);
     rows[size_t(p)] = std::move(in.rows);
     r.part(g.kv_bytes());
     kv[size_t(p)] = r.take<bf16>(g.kv_bytes() / 2);
-    r.part(Rh * g.q_dim() * 2 + g.hidden * 2 + 2 * Ri * g.hidden * 2 + Rh * g.I * 2);
+    r.part(rest_bytes(g));
     o[size_t(p)] = r.take<bf16>(Rh * g.q_dim());
+    std::vector<bf16> pa = g.post_norms ? r.take<bf16>(g.hidden) : std::vector<bf16>{};
     std::vector<bf16> g2 = r.take<bf16>(g.hidden);
     gate[size_t(p)] = r.take<bf16>(Ri * g.hidden);
     up[size_t(p)] = r.take<bf16>(Ri * g.hidden);
     down[size_t(p)] = r.take<bf16>(Rh * g.I);
+    std::vector<bf16> pf = g.post_norms ? r.take<bf16>(g.hidden) : std::vector<bf16>{};
     // The replicated inputs and the norm gammas are the same on every core, so the work every
     // core repeats on them (norms, QK-norm, RoPE, residual adds) runs once, on core 0's copy.
-    if (p == 0) first = std::move(in), gamma2 = g2;
+    if (p == 0) first = std::move(in), gamma2 = g2, post_attn = pa, post_ffn = pf;
   }
   const std::vector<bf16>& x = first.x;
   const std::vector<bf16> xn = rmsnorm(x, first.gamma, k);
@@ -404,10 +414,13 @@ void run_decode_layer(const Design& d, HostArgs& args, const SimKernelArgs& k) {
   const std::vector<bf16> q(qkv.begin(), qkv.begin() + g.q_dim());
   const std::vector<bf16> attn = attention(g, q, kv, g.context - 1, qkv.data() + g.q_dim(),
                                            qkv.data() + g.q_dim() + g.kv_dim(), k);
-  const std::vector<bf16> ov = gemv_exchange(o, attn, Rh, g.hidden);
+  // Post-norms (Gemma's sandwich): in the o and down stages, on the exchanged vector.
+  std::vector<bf16> ov = gemv_exchange(o, attn, Rh, g.hidden);
+  if (g.post_norms) ov = rmsnorm(ov, post_attn, k);
   std::vector<bf16> h1(size_t(g.hidden)), out(size_t(g.hidden));
   ::eltwise_add_bf16(x.data(), ov.data(), h1.data(), int32_t(g.hidden));
-  const std::vector<bf16> dn = mlp(g, gate, up, down, rmsnorm(h1, gamma2, k));
+  std::vector<bf16> dn = mlp(g, gate, up, down, rmsnorm(h1, gamma2, k));
+  if (g.post_norms) dn = rmsnorm(dn, post_ffn, k);
   ::eltwise_add_bf16(h1.data(), dn.data(), out.data(), int32_t(g.hidden));
   std::vector<uint8_t> res = as_bytes(out, g.hidden * 2);
   drain(d, args, "result", res);
@@ -597,6 +610,8 @@ void check_layer(const Design& d, const Geometry& g, const SimLayerWeights& w, s
   check_len(d, w.gate, g.I * g.hidden, "gate");
   check_len(d, w.up, g.I * g.hidden, "up");
   check_len(d, w.down, g.hidden * g.I, "down");
+  if (g.post_norms)
+    check_len(d, w.post_attn_norm, g.hidden, "post_attn_norm"), check_len(d, w.post_ffn_norm, g.hidden, "post_ffn_norm");
 }
 
 // Core p's kv part: per KV head of the core, K then V of its positions, cache positions
@@ -636,12 +651,14 @@ HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& lw, std::span
     Writer w;
     put_attn_parts(w, g, lw, x, rope, p);
     put_kv(w, g, kv, first, kv.length, p);
-    w.part(Rh * g.q_dim() * 2 + g.hidden * 2 + 2 * Ri * g.hidden * 2 + Rh * g.I * 2);
+    w.part(rest_bytes(g));
     put_rows(w, lw.o, g.hidden, g.q_dim(), p, Rh);
+    if (g.post_norms) put_vec(w, lw.post_attn_norm);
     put_vec(w, lw.ffn_norm);
     put_rows(w, lw.gate, g.I, g.hidden, p, Ri);
     put_rows(w, lw.up, g.I, g.hidden, p, Ri);
     put_rows(w, lw.down, g.hidden, g.I, p, Rh);
+    if (g.post_norms) put_vec(w, lw.post_ffn_norm);
     streams.push_back(w.finish());
   }
   HostArgs a = empty_args(d);
@@ -809,6 +826,7 @@ SimLayerResult op_by_op_decode_layer(NpuSimBackend& sim, const DecodeLayerShape&
                                      const SimKernelArgs& k, int columns) {
   DecodeLayerShape s = shape;
   s.context = kv.length + 1;
+  if (s.window > 0) s.context = std::min(s.context, s.window);  // attention_decode reads the last context rows
   SimLayerResult r;
   const Design dq = qkv_rope_design(DType::BF16, s, columns);
   HostArgs aq = pack_qkv_rope(dq, w, x, rope);
@@ -837,14 +855,16 @@ SimLayerResult op_by_op_decode_layer(NpuSimBackend& sim, const DecodeLayerShape&
   };
   const int64_t H = s.hidden, I = s.intermediate, Q = s.heads * s.head_dim;
   const Tensor xt = row_tensor(x);
-  const Tensor o = run(OpKind::MatMul, {row_tensor(arg_bf16(da, aa, "result", Q)), mat(w.o, H, Q)}, "o");
+  Tensor o = run(OpKind::MatMul, {row_tensor(arg_bf16(da, aa, "result", Q)), mat(w.o, H, Q)}, "o");
+  if (s.post_norms) o = run(OpKind::RMSNorm, {o, Tensor::from_vector({H}, w.post_attn_norm)}, "post_attn_norm");
   const Tensor h1 = run(OpKind::Add, {xt, o}, "attn_residual");
   const Tensor hn = run(OpKind::RMSNorm, {h1, Tensor::from_vector({H}, w.ffn_norm)}, "ffn_norm");
   const Tensor gate = run(OpKind::MatMul, {hn, mat(w.gate, I, H)}, "gate");
   const Tensor up = run(OpKind::MatMul, {hn, mat(w.up, I, H)}, "up");
   const Tensor act = run(s.gelu ? OpKind::GeluTanh : OpKind::Silu, {gate}, "act");
   const Tensor m = run(OpKind::Mul, {act, up}, "gated");
-  const Tensor dn = run(OpKind::MatMul, {m, mat(w.down, H, I)}, "down");
+  Tensor dn = run(OpKind::MatMul, {m, mat(w.down, H, I)}, "down");
+  if (s.post_norms) dn = run(OpKind::RMSNorm, {dn, Tensor::from_vector({H}, w.post_ffn_norm)}, "post_ffn_norm");
   r.out = tensor_bf16(run(OpKind::Add, {h1, dn}, "ffn_residual"));
   return r;
 }

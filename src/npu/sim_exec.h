@@ -35,9 +35,11 @@ struct SimKernelArgs {
 };
 
 // One decoder layer's weights as f32 values (rounded to bf16 nearest-even when packed):
-// matrices row-major [out][in], norm gammas [n]. q_norm / k_norm only with QK-norm.
+// matrices row-major [out][in], norm gammas [n]. q_norm / k_norm only with QK-norm;
+// post_attn_norm / post_ffn_norm only with post_norms (Gemma's sandwich norms).
 struct SimLayerWeights {
   std::vector<float> attn_norm, q, k, v, q_norm, k_norm, o, ffn_norm, gate, up, down;
+  std::vector<float> post_attn_norm, post_ffn_norm;
 };
 
 // A layer's KV cache as npu-sim keeps it in DDR: bf16 [kv_head][max_len][head_dim].
@@ -60,7 +62,9 @@ std::vector<float> to_f32(std::span<const aie::bf16> x);
 // Host arguments of the fused designs, in the DDR layouts their fills read (zero-filled
 // elsewhere). x: the layer input [hidden] bf16. decode_layer: the KV positions read are the last
 // context - 1 cached ones plus the new token's slot, which stays zero (the new K/V row never
-// leaves the array before attention). attention_decode: the last `context` cached positions.
+// leaves the array before attention); a sliding-window design's context is at most its window,
+// so older positions are never packed. attention_decode: the last `context` cached positions.
+// `rope`: the row of this layer's frequencies (a local layer's own base for Gemma 3).
 HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& w, std::span<const aie::bf16> x,
                            std::span<const float> rope, const SimKvCache& kv);
 HostArgs pack_qkv_rope(const Design& d, const SimLayerWeights& w, std::span<const aie::bf16> x,
@@ -89,8 +93,8 @@ struct SimLayerResult {
   std::vector<std::string> designs;  // the dispatches, in order (design names; unfused ops by node name)
 };
 
-// Route A: the whole layer as one decode_layer design (context = kv.length + 1), the new K/V
-// row appended to `kv` from the kv_new output.
+// Route A: the whole layer as one decode_layer design (context = kv.length + 1, at most
+// shape.window when set), the new K/V row appended to `kv` from the kv_new output.
 SimLayerResult fused_decode_layer(const DecodeLayerShape& shape, const SimLayerWeights& w,
                                   std::span<const aie::bf16> x, std::span<const float> rope, SimKvCache& kv,
                                   const SimKernelArgs& k = {}, int columns = 8);

@@ -34,14 +34,19 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
   r.report.ops.push_back({"embed", OpKind::Embedding, "host", false, ms(t0)});
 
   const std::vector<float> rope = rope_row(m.inv_freq, state.position);
+  if (m.sliding_window > 0 && m.inv_freq_local.size() != m.inv_freq.size())
+    throw std::invalid_argument("npu-sim: a sliding-window model needs head_dim / 2 local RoPE frequencies");
+  const std::vector<float> rope_local = m.sliding_window > 0 ? rope_row(m.inv_freq_local, state.position) : rope;
   std::vector<std::shared_ptr<const Design>> designs;
   std::vector<Invocation> inv;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     t0 = clock::now();
     DecodeLayerShape s = m.shape;
+    const bool local = m.is_local(i);
     s.context = state.kv[i].length + 1;
+    s.window = local ? m.sliding_window : 0;  // the design reads min(context, window) positions
     auto d = std::make_shared<const Design>(decode_layer_design(DType::BF16, s, m.columns));
-    HostArgs a = pack_decode_layer(*d, m.layers[i], x, rope, state.kv[i]);
+    HostArgs a = pack_decode_layer(*d, m.layers[i], x, local ? rope_local : rope, state.kv[i]);
     run_design(*d, a, m.kernel);
     state.kv[i].append(arg_bf16(*d, a, "kv_new", 2 * s.kv_heads * s.head_dim));
     x = arg_bf16(*d, a, "result", H);
@@ -51,12 +56,15 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
     const std::pair<const char*, OpKind> ops[] = {
         {"attn_norm", OpKind::RMSNorm}, {"qkv", OpKind::MatMul},        {"qk_norm", OpKind::RMSNorm},
         {"rope", OpKind::Rope},         {"cache.write", OpKind::KvWrite}, {"attention", OpKind::Attention},
-        {"o", OpKind::MatMul},          {"attn_residual", OpKind::Add},  {"ffn_norm", OpKind::RMSNorm},
-        {"gate_up", OpKind::MatMul},    {"act", m.shape.gelu ? OpKind::GeluTanh : OpKind::Silu},
-        {"gated", OpKind::Mul},         {"down", OpKind::MatMul},        {"ffn_residual", OpKind::Add}};
+        {"o", OpKind::MatMul},          {"post_attn_norm", OpKind::RMSNorm}, {"attn_residual", OpKind::Add},
+        {"ffn_norm", OpKind::RMSNorm},  {"gate_up", OpKind::MatMul},  {"act", m.shape.gelu ? OpKind::GeluTanh : OpKind::Silu},
+        {"gated", OpKind::Mul},         {"down", OpKind::MatMul},     {"post_ffn_norm", OpKind::RMSNorm},
+        {"ffn_residual", OpKind::Add}};
     bool first = true;
     for (const auto& [name, op] : ops) {
-      if (op == OpKind::RMSNorm && std::string(name) == "qk_norm" && !m.shape.qk_norm) continue;
+      const std::string n = name;
+      if (n == "qk_norm" && !m.shape.qk_norm) continue;
+      if ((n == "post_attn_norm" || n == "post_ffn_norm") && !m.shape.post_norms) continue;
       r.report.ops.push_back({L + name + " [" + d->name + "]", op, sim, false, first ? t : 0.0});
       first = false;
     }

@@ -13,15 +13,23 @@ namespace xdna::npu {
 
 // ---- One decode token through the fused plan ---------------------------------------------------
 // A decoder-only LLM as the fused plan runs it: every layer one decode_layer design, the final
-// RMSNorm and LM head one lm_head design, all in one dispatch; the embedding row gather and the
-// sampling on the host. Weights f32 (the bake rounds them to bf16).
+// RMSNorm and LM head one lm_head design, all in one dispatch; the embedding row gather (scaled
+// by embed_scale: Gemma's sqrt(hidden)) and the sampling on the host. Weights f32 (the bake
+// rounds them to bf16). Gemma 3: shape.post_norms for the sandwich norms; the layers with
+// layer_is_local[i] set are sliding-window layers (window `sliding_window`, RoPE inv_freq_local).
 struct SimDecoderModel {
-  DecodeLayerShape shape;  // context is set per token
+  DecodeLayerShape shape;  // context is set per token, window per layer
   SimKernelArgs kernel;
   int64_t vocab = 0;
   std::vector<float> embed;  // [vocab][hidden]
   float embed_scale = 1.0f;
-  std::vector<float> inv_freq;  // [head_dim / 2] RoPE frequencies
+  std::vector<float> inv_freq;  // [head_dim / 2] RoPE frequencies (global layers)
+  std::vector<float> inv_freq_local;  // local layers' (empty: none)
+  std::vector<bool> layer_is_local;
+  int64_t sliding_window = 0;
+  bool is_local(size_t layer) const {
+    return sliding_window > 0 && layer < layer_is_local.size() && layer_is_local[layer];
+  }
   std::vector<SimLayerWeights> layers;
   std::vector<float> final_norm, head;  // [hidden], [vocab][hidden]
   int columns = 8;

@@ -22,26 +22,22 @@ std::string resolve(const WeightSource& w, const std::string& name) {
   return "";
 }
 
-// RoPE frequencies of the global layers, the same f32 computation as the host decoder's
-// (decoder.cpp, rope_frequencies): theta^(-2i/D), then llama3 or linear scaling, then GGUF's
-// per-pair divisors.
-std::vector<float> rope_inv_freq(const DecoderSpec& s, const WeightSource& w) {
+// RoPE frequencies of the global (or the local: Gemma 3's sliding-window layers) layers, the same
+// f32 computation as the host decoder's (decoder.cpp, rope_frequencies): theta^(-2i/D), then
+// llama3 or linear scaling, then GGUF's per-pair divisors (global layers only).
+std::vector<float> rope_inv_freq(const DecoderSpec& s, const WeightSource& w, bool local) {
   Tensor divisors;
   if (!s.names.rope_freqs.empty())
     if (const std::string n = resolve(w, s.names.rope_freqs); !n.empty()) divisors = w.get(n);
-  return rope_frequencies(s, /*local=*/false, divisors).to_vector();
+  return rope_frequencies(s, local, divisors).to_vector();
 }
 
 void add_reason(std::string& all, const std::string& why) { all += (all.empty() ? "" : "; ") + why; }
 
-// What the decode_layer design does not compute, from the spec alone.
+// What the decode_layer design does not compute, from the spec alone. (Sliding-window layers and
+// sandwich norms are decode_layer parameters: DecodeLayerShape::window, post_norms.)
 std::string spec_refusal(const DecoderSpec& s) {
   std::string why;
-  if (s.sliding_window > 0)
-    add_reason(why, "sliding-window layers (window " + std::to_string(s.sliding_window) +
-                        "): npu-sim's decode_layer executes full attention only");
-  if (s.sandwich_norms)
-    add_reason(why, "sandwich norms (post-attention and post-MLP RMSNorm) are not part of the decode_layer design");
   if (s.final_softcap > 0.0f) add_reason(why, "logit soft-capping is not part of the lm_head design");
   if (s.attn_bias) add_reason(why, "q/k/v biases are not part of the decode_layer design");
   if (s.act != Activation::Silu && s.act != Activation::GeluTanh)
@@ -64,6 +60,7 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
   in.layers = s.layers;
   in.vocab = s.vocab_size;
   in.shape = {s.hidden, s.heads, s.kv_heads, s.head_dim, s.intermediate, 1, s.qk_norm, s.act != Activation::Silu};
+  in.shape.post_norms = s.sandwich_norms;
   in.layer_is_local = s.layer_is_local;
   in.sliding_window = s.sliding_window;
   npu::DecoderPlanOptions opts;
@@ -108,6 +105,7 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
     get(n.attn_norm, i, lw.attn_norm);
     get(n.q, i, lw.q), get(n.k, i, lw.k), get(n.v, i, lw.v), get(n.o, i, lw.o);
     if (s.qk_norm) get(n.q_norm, i, lw.q_norm), get(n.k_norm, i, lw.k_norm);
+    if (s.sandwich_norms) get(n.post_attn_norm, i, lw.post_attn_norm), get(n.post_ffn_norm, i, lw.post_ffn_norm);
     get(n.ffn_norm, i, lw.ffn_norm);
     get(n.gate, i, lw.gate), get(n.up, i, lw.up), get(n.down, i, lw.down);
     m.layers.push_back(std::move(lw));
@@ -128,7 +126,12 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
   m.kernel.rope_interleaved = s.rope_layout == 0;
   m.vocab = s.vocab_size;
   m.embed_scale = s.embed_scale;
-  m.inv_freq = rope_inv_freq(s, w);
+  m.inv_freq = rope_inv_freq(s, w, /*local=*/false);
+  if (s.sliding_window > 0) {
+    m.sliding_window = s.sliding_window;
+    m.layer_is_local = s.layer_is_local;
+    m.inv_freq_local = rope_inv_freq(s, w, /*local=*/true);
+  }
   m.columns = opts.columns;
   f->invocations_per_token_ = s.layers + 1;
   return f;
@@ -138,6 +141,19 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
   std::shared_ptr<NpuSimFusedDecode> f = prepare(lm);
   f->for_device_ = true;
   if (!f->enabled()) return f;
+  // The device decoder (npu/runtime/fused_decoder.cpp) passes one RoPE row and the full context
+  // to every layer and uploads no post-norm gammas yet: Gemma 3 runs fused on npu-sim only.
+  std::string gemma;
+  if (f->model_.sliding_window > 0)
+    add_reason(gemma, "sliding-window layers (window " + std::to_string(f->model_.sliding_window) +
+                          ") run fused on npu-sim only: the device decoder has no per-layer window and RoPE yet");
+  if (f->model_.shape.post_norms)
+    add_reason(gemma, "sandwich norms run fused on npu-sim only: the device decoder does not pass their gammas yet");
+  if (!gemma.empty()) {
+    f->refusal_ = gemma;
+    f->model_ = {};
+    return f;
+  }
   if (const std::string why = npu::fused_device_refusal(device, f->model_); !why.empty()) {
     f->refusal_ = why;
     f->model_ = {};

@@ -8,9 +8,11 @@
 // With `--device npu` (prepare(lm, device)) the same invocations run on the device instead
 // (npu/runtime/fused_decoder.h); the prefill then ran op by op on the NpuBackend.
 //
-// Only models whose every layer is a bf16 decode_layer npu-sim executes take this path; for any
-// other model prepare() says why (refusal()) and generation runs op by op as before. Callers
-// print placement_text(), so the choice is never silent.
+// Only models whose every layer is a bf16 decode_layer npu-sim executes take this path (Gemma 3's
+// sliding-window layers and sandwich norms included: decode_layer parameters); for any other
+// model (soft-capping, q/k/v biases, quantized weights) prepare() says why (refusal()) and
+// generation runs op by op as before. Callers print placement_text(), so the choice is never
+// silent.
 //
 //   auto fused = NpuSimFusedDecode::prepare(*lm);
 //   req.fused_decode = fused;                 // GenerateRequest; ignored when !fused->enabled()

@@ -1,7 +1,8 @@
 // `npu generate --device npu-sim` on the tiny decoder fixtures (tests/fixtures/decoders, GGUFs
 // with their tokenizers): decode tokens run through npu-sim's fused plan and the placement says so
-// ("decode ran fused: 1 dispatch per token"), in text and in --json; a model the fused plan cannot
-// run (Gemma 3: sliding windows, sandwich norms) decodes op by op and says why.
+// ("decode ran fused: 1 dispatch per token"), in text and in --json (Gemma 3 too: sliding windows
+// and sandwich norms are decode_layer parameters); a model the fused plan cannot run (quantized
+// weights) decodes op by op and says why.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -62,10 +63,19 @@ TEST(CliGenerateNpuSim, JsonPlacementCountsDispatches) {
   EXPECT_EQ(j["tokens"], hj["tokens"]);
 }
 
-TEST(CliGenerateNpuSim, GemmaDecodesOpByOpWithReason) {
+TEST(CliGenerateNpuSim, GemmaDecodesFused) {
   const auto r = npu("generate --model '" + kDir + "gemma3/model.gguf' --device npu-sim" + kArgs);
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("npu-sim: decode ran op by op, not fused: sliding-window"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("npu-sim: decode ran fused: 1 dispatch per token (4 decode_layer + 1 lm_head"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(CliGenerateNpuSim, QuantizedDecodesOpByOpWithReason) {
+  const auto r = npu("generate --model '" + kDir + "gemma3/model-q5q8.gguf' --device npu-sim" + kArgs);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("npu-sim: decode ran op by op, not fused: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("npu-sim executes bf16 designs only"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("decode ran fused"), std::string::npos) << r.out;
 }
 

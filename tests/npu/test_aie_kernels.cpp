@@ -269,98 +269,23 @@ TEST(AieKernels, AttentionPartialsCombineToSoftmaxAttention) {
 
 // ---- fused-stage entry points, run through the design's core programs ---------------------------
 
-#include <functional>
-#include <map>
-
 #include "npu/design_families.h"
 #include "npu/sim_exec.h"
+#include "npu/sim_program.h"
 
 namespace {
 
-using Entry = std::function<void(void*, int32_t, int32_t, int32_t, int32_t)>;
-
-// Runs every core's program (design.h CoreStep) of an mlp_fused design over the mlp_fused_bf16
-// entry points, one core at a time until it waits for an exchange the others have not given
-// yet; the memtile join is the slices side by side in core order. Returns the drained result.
+// Every core's program (design.h CoreStep) of an mlp_fused design over the mlp_fused_bf16 entry
+// points (src/npu/sim_program.h, the shared interpreter). Returns the drained result.
 std::vector<bf16> run_mlp_programs(const xdna::npu::Design& d, const std::vector<std::vector<bf16>>& streams) {
   using namespace xdna::npu;
-  const std::map<std::string, Entry> entries = {
-      {"mlp_fused_bf16_x", [](void* o, int32_t a, int32_t b, int32_t c, int32_t e) { mlp_fused_bf16_x((const bf16*)o, a, b, c, e); }},
-      {"mlp_fused_bf16_gate_up", [](void* o, int32_t a, int32_t b, int32_t c, int32_t e) { mlp_fused_bf16_gate_up((const bf16*)o, a, b, c, e); }},
-      {"mlp_fused_bf16_gate_up_give", [](void* o, int32_t a, int32_t b, int32_t c, int32_t e) { mlp_fused_bf16_gate_up_give((bf16*)o, a, b, c, e); }},
-      {"mlp_fused_bf16_gate_up_take", [](void* o, int32_t a, int32_t b, int32_t c, int32_t e) { mlp_fused_bf16_gate_up_take((const bf16*)o, a, b, c, e); }},
-      {"mlp_fused_bf16_down", [](void* o, int32_t a, int32_t b, int32_t c, int32_t e) { mlp_fused_bf16_down((const bf16*)o, a, b, c, e); }},
-      {"mlp_fused_bf16_down_give", [](void* o, int32_t a, int32_t b, int32_t c, int32_t e) { mlp_fused_bf16_down_give((bf16*)o, a, b, c, e); }},
-      {"mlp_fused_bf16_down_take", [](void* o, int32_t a, int32_t b, int32_t c, int32_t e) { mlp_fused_bf16_down_take((const bf16*)o, a, b, c, e); }},
-      {"mlp_fused_bf16_down_result", [](void* o, int32_t a, int32_t b, int32_t c, int32_t e) { mlp_fused_bf16_down_result((bf16*)o, a, b, c, e); }},
-  };
-  std::vector<const TileUse*> cores;
-  for (const TileUse& t : d.tiles)
-    if (t.has_kernel) cores.push_back(&t);
-  const size_t P = cores.size();
-  const int64_t slice = d.find_fifo("slice_c0r0")->elem_bytes;
-  struct Core {
-    size_t pc = 0, ddr = 0, gives = 0, takes = 0;
-    std::vector<std::array<int64_t, 3>> loops;  // start, end, iterations left
-    std::map<std::string, std::vector<uint8_t>> held;
-    xk_impl::MlpFusedState state;
-  };
-  std::vector<Core> cs(P);
-  std::vector<std::vector<uint8_t>> joined;  // per exchange round
-  std::vector<size_t> given;
-  std::vector<uint8_t> result;
-  for (bool busy = true; busy;) {
-    busy = false;
-    for (size_t p = 0; p < P; ++p) {
-      Core& c = cs[p];
-      const std::vector<CoreStep>& prog = cores[p]->program;
-      xk_impl::mlp_fused_bf16_state() = c.state;
-      for (;;) {
-        while (!c.loops.empty() && int64_t(c.pc) == c.loops.back()[1]) {
-          if (--c.loops.back()[2] > 0) c.pc = size_t(c.loops.back()[0]);
-          else c.loops.pop_back();
-        }
-        if (c.pc == prog.size()) break;
-        const CoreStep& s = prog[c.pc];
-        if (s.op == CoreOp::Loop) {
-          c.loops.push_back({int64_t(c.pc) + 1, int64_t(c.pc) + 1 + s.body, s.count});
-        } else if (s.op == CoreOp::Acquire) {
-          const ObjectFifo* f = d.find_fifo(s.name);
-          std::vector<uint8_t> obj(size_t(f->elem_bytes), 0);
-          if (s.name.rfind("ddr_", 0) == 0) {
-            std::memcpy(obj.data(), streams[p].data() + c.ddr * 1024, 2048);
-            ++c.ddr;
-          } else if (s.name == "act") {
-            if (c.takes >= given.size() || given[c.takes] < P) break;  // wait for every core's slice
-            obj = joined[c.takes];
-          }
-          c.held[s.name] = obj;
-        } else if (s.op == CoreOp::Release) {
-          std::vector<uint8_t>& obj = c.held[s.name];
-          if (s.name.rfind("slice_", 0) == 0) {
-            if (joined.size() <= c.gives) joined.emplace_back(size_t(slice) * P), given.push_back(0);
-            std::memcpy(joined[c.gives].data() + p * size_t(slice), obj.data(), size_t(slice));
-            ++given[c.gives++];
-          } else if (s.name == "act") {
-            ++c.takes;
-          } else if (s.name == "result") {
-            result = obj;
-          }
-          c.held.erase(s.name);
-        } else {
-          std::vector<int32_t> a;
-          for (const auto& [name, v] : s.args) a.push_back(int32_t(v));
-          EXPECT_EQ(a.size(), 4u);
-          EXPECT_TRUE(entries.count(s.name)) << s.name;
-          entries.at(s.name)(c.held.at(s.operands.at(0)).data(), a[0], a[1], a[2], a[3]);
-        }
-        ++c.pc;
-        busy = true;
-      }
-      c.state = xk_impl::mlp_fused_bf16_state();
-    }
+  std::vector<std::vector<uint8_t>> bytes;
+  for (const std::vector<bf16>& s : streams) {
+    bytes.emplace_back(s.size() * 2);
+    std::memcpy(bytes.back().data(), s.data(), s.size() * 2);
   }
-  for (size_t p = 0; p < P; ++p) EXPECT_EQ(cs[p].pc, cores[p]->program.size()) << "core " << p << " stalled";
+  const std::vector<uint8_t> result =
+      run_core_programs(d, stage_kernel("mlp_fused_bf16"), bytes, runtime_scalars({})).at("result");
   std::vector<bf16> out(result.size() / 2);
   std::memcpy(out.data(), result.data(), result.size());
   return out;

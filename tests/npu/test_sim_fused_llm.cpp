@@ -3,7 +3,9 @@
 // decode_layer design, the final norm and LM head one lm_head design, executed functionally
 // (sim_exec.h). Greedy tokens equal the host decoder's for a short prompt; every op but the
 // embedding gather reports "npu-sim (modelled)"; the priced cost is one dispatch per token.
-// (Links xdna_models for the fixture loader and the host decoder: tests/CMakeLists.txt.)
+// Gemma 3 (the gemma3 fixture: sliding-window and global layers, sandwich norms, (1 + w) norms,
+// GeGLU, scaled embeddings) through the same decode_layer design, its window and post-norms
+// parameters set. (Links xdna_models for the fixture loader and the host decoder: tests/CMakeLists.txt.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,6 +32,7 @@ std::vector<float> values(const WeightSource& w, const std::string& name) { retu
 SimDecoderModel sim_model(const DecoderSpec& s, const WeightSource& w) {
   SimDecoderModel m;
   m.shape = {s.hidden, s.heads, s.kv_heads, s.head_dim, s.intermediate, 1, s.qk_norm, s.act != Activation::Silu};
+  m.shape.post_norms = s.sandwich_norms;
   m.kernel.eps = s.norm_eps;
   m.kernel.rms_offset = s.rms_offset;
   m.kernel.attn_scale = s.attn_scale;
@@ -37,8 +40,12 @@ SimDecoderModel sim_model(const DecoderSpec& s, const WeightSource& w) {
   m.vocab = s.vocab_size;
   m.embed = values(w, s.names.token_embd);
   m.embed_scale = s.embed_scale;
-  for (int64_t i = 0; i < s.head_dim / 2; ++i)  // default RoPE, as the host computes it in f32
-    m.inv_freq.push_back(1.0f / std::pow(s.rope_theta, float(2 * i) / float(s.head_dim)));
+  m.inv_freq = rope_frequencies(s, /*local=*/false, Tensor{}).to_vector();  // as the host computes them
+  if (s.sliding_window > 0) {
+    m.sliding_window = s.sliding_window;
+    m.layer_is_local = s.layer_is_local;
+    m.inv_freq_local = rope_frequencies(s, /*local=*/true, Tensor{}).to_vector();
+  }
   const auto L = [](const std::string& p, int64_t i) { return layer_name(p, i); };
   for (int64_t i = 0; i < s.layers; ++i) {
     const DecoderWeightNames& n = s.names;
@@ -47,6 +54,8 @@ SimDecoderModel sim_model(const DecoderSpec& s, const WeightSource& w) {
     lw.q = values(w, L(n.q, i)), lw.k = values(w, L(n.k, i)), lw.v = values(w, L(n.v, i));
     if (s.qk_norm) lw.q_norm = values(w, L(n.q_norm, i)), lw.k_norm = values(w, L(n.k_norm, i));
     lw.o = values(w, L(n.o, i));
+    if (s.sandwich_norms)
+      lw.post_attn_norm = values(w, L(n.post_attn_norm, i)), lw.post_ffn_norm = values(w, L(n.post_ffn_norm, i));
     lw.ffn_norm = values(w, L(n.ffn_norm, i));
     lw.gate = values(w, L(n.gate, i)), lw.up = values(w, L(n.up, i)), lw.down = values(w, L(n.down, i));
     m.layers.push_back(std::move(lw));
@@ -138,4 +147,137 @@ TEST(SimFusedLlmInput, RejectsBadTokenIds) {
   EXPECT_THROW(fused_decode_token(m, int32_t(m.vocab), st), std::invalid_argument);
   for (int i = 0; i < 4; ++i) fused_decode_token(m, 3, st);
   EXPECT_THROW(fused_decode_token(m, 3, st), std::invalid_argument);  // cache full
+}
+
+// ---- Gemma 3 --------------------------------------------------------------------------------
+
+namespace {
+
+// Host decoder vs the fused plan on npu-sim: prompt, then `n_new` greedy tokens. Returns the worst
+// max|dlogit| / max|logit| over the decoded tokens; the tokens go to host_tokens / sim_tokens,
+// the last token's result to `last`. sim_window >= 0: npu-sim runs its local layers with that
+// window instead of the spec's (to show the window matters).
+double run_both(const DecoderSpec& s, const std::shared_ptr<const WeightSource>& w, const std::vector<int32_t>& prompt,
+                int n_new, std::vector<int32_t>& host_tokens, std::vector<int32_t>& sim_tokens, SimTokenResult& last,
+                int64_t sim_window = -1) {
+  Decoder host(s, w);
+  DecoderState hs = host.new_state(48);
+  DecoderStep hstep = host.forward(prompt, hs);
+  std::vector<std::vector<float>> host_logits;
+  for (int t = 0; t < n_new; ++t) {
+    const float* l = hstep.logits.data<float>();
+    host_logits.emplace_back(l, l + s.vocab_size);
+    host_tokens.push_back(argmax(l, s.vocab_size));
+    hstep = host.forward({host_tokens.back()}, hs);
+  }
+  SimDecoderModel m = sim_model(s, *w);
+  if (sim_window >= 0) m.sliding_window = sim_window;
+  SimDecoderState st(m, 48);
+  for (int32_t id : prompt) last = fused_decode_token(m, id, st);
+  double worst = 0;
+  for (int t = 0; t < n_new; ++t) {
+    double span = 0, err = 0;
+    for (int64_t v = 0; v < s.vocab_size; ++v) {
+      span = std::max(span, std::fabs(double(host_logits[size_t(t)][size_t(v)])));
+      err = std::max(err, std::fabs(double(last.logits[size_t(v)]) - host_logits[size_t(t)][size_t(v)]));
+    }
+    worst = std::max(worst, err / span);
+    sim_tokens.push_back(argmax(last.logits.data(), s.vocab_size));
+    if (t + 1 < n_new) last = fused_decode_token(m, sim_tokens.back(), st);
+  }
+  return worst;
+}
+
+std::vector<uint16_t> bits(const std::vector<aie::bf16>& v) {
+  std::vector<uint16_t> b;
+  for (aie::bf16 e : v) b.push_back(e.bits);
+  return b;
+}
+
+}  // namespace
+
+// The gemma3 fixture with its window cut to 6 positions, so that from the 7th position on the
+// local layers (0 and 2) read only the window while the global ones (1 and 3) read everything:
+// prompt of 5 tokens + 10 greedy tokens.
+TEST(SimFusedGemma, GreedyTokensMatchHostWithSlidingWindowAndSandwichNorms) {
+  const Fixture fx = load("gemma3");
+  DecoderSpec s = fx.spec;
+  ASSERT_TRUE(s.sandwich_norms);
+  ASSERT_TRUE(s.is_local(0));
+  ASSERT_FALSE(s.is_local(1));
+  ASSERT_NE(s.rms_offset, 0.0f);
+  ASSERT_NE(s.embed_scale, 1.0f);
+  s.sliding_window = 6;
+  std::vector<int32_t> host_tokens, sim_tokens;
+  SimTokenResult last;
+  const double worst = run_both(s, fx.weights, {2, 17, 42, 99, 7}, 10, host_tokens, sim_tokens, last);
+  std::printf("gemma3 (window 6): host %s, npu-sim fused %s; worst max|dlogit| / max|logit| %.2e\n",
+              ::testing::PrintToString(host_tokens).c_str(), ::testing::PrintToString(sim_tokens).c_str(), worst);
+  EXPECT_EQ(sim_tokens, host_tokens);
+  EXPECT_LE(worst, 0.05);  // the bf16 tolerance of the Qwen3 / Llama fixtures
+  {  // npu-sim reading every position in the local layers is much further from the host
+    std::vector<int32_t> h, t;
+    SimTokenResult r;
+    const double full = run_both(s, fx.weights, {2, 17, 42, 99, 7}, 10, h, t, r, /*sim_window=*/1000);
+    std::printf("  the same with npu-sim's local layers reading every position: %.2e\n", full);
+    EXPECT_GT(full, 3 * worst);
+  }
+  // One decode_layer design for all 4 layers (the window is a runtime parameter), with post-norms.
+  EXPECT_EQ(last.cost.run.dispatches, 1);
+  EXPECT_EQ(int64_t(last.cost.designs.size()), 2);
+  for (const auto& [name, n] : last.cost.designs)
+    if (name.rfind("decode_layer", 0) == 0) {
+      EXPECT_NE(name.find("_pn_"), std::string::npos) << name;
+      EXPECT_EQ(n, s.layers);
+    }
+  for (const OpRecord& op : last.report.ops)
+    if (op.node != "embed") EXPECT_EQ(op.backend, "npu-sim (modelled)") << op.node;
+  // 16 ops per layer: Qwen3's 14 + post_attn_norm and post_ffn_norm.
+  EXPECT_EQ(last.report.ops.size(), size_t(1 + s.layers * 16 + 2));
+}
+
+// The window is the design's: a local layer's output does not change when a cached position
+// outside the window changes; a global layer's does. Decode at position 9 with window 4.
+TEST(SimFusedGemma, LocalLayerIgnoresPositionsOutsideTheWindow) {
+  const Fixture fx = load("gemma3");
+  const SimDecoderModel m = sim_model(fx.spec, *fx.weights);
+  const DecodeLayerShape base = m.shape;
+  std::vector<aie::bf16> x(size_t(base.hidden));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = aie::to_bf16(std::sin(0.37f * float(i)), kSimRounding);
+  SimKvCache kv(base.kv_heads, base.head_dim, 16);
+  std::vector<aie::bf16> row(size_t(2 * base.kv_heads * base.head_dim));
+  for (int t = 0; t < 9; ++t) {
+    for (size_t i = 0; i < row.size(); ++i) row[i] = aie::to_bf16(std::cos(0.11f * float(i) + float(t)), kSimRounding);
+    kv.append(row);
+  }
+  const std::vector<float> rope = rope_row(m.inv_freq_local, 9);
+  const auto out = [&](int64_t window, const SimKvCache& cache) {
+    DecodeLayerShape s = base;
+    s.window = window;
+    SimKvCache c = cache;
+    return bits(fused_decode_layer(s, m.layers[0], x, rope, c).out);
+  };
+  const auto set = [](SimKvCache& c, int64_t pos, float k, float v) {
+    for (int64_t h = 0; h < c.kv_heads; ++h)
+      for (int64_t d = 0; d < c.head_dim; ++d) {
+        c.k[size_t((h * c.max_len + pos) * c.head_dim + d)] = aie::to_bf16(k, kSimRounding);
+        c.v[size_t((h * c.max_len + pos) * c.head_dim + d)] = aie::to_bf16(v, kSimRounding);
+      }
+  };
+  SimKvCache outside = kv, inside = kv;
+  set(outside, 2, 3.0f, -5.0f);  // position 2: outside the last 4 of 10 (positions 6..9)
+  set(inside, 7, 3.0f, -5.0f);   // position 7: inside
+  EXPECT_EQ(out(4, kv), out(4, outside));  // local: ignored
+  EXPECT_NE(out(4, kv), out(4, inside));   // local: read
+  EXPECT_NE(out(0, kv), out(0, outside));  // global: every position is read
+  // The design reads the window only: its context (and KV argument) is min(context, window).
+  DecodeLayerShape s = base;
+  s.context = 10, s.window = 4;
+  const Design d = decode_layer_design(DType::BF16, s);
+  EXPECT_EQ(d.params.at("context"), 4);
+  EXPECT_EQ(d.params.at("window"), 4);
+  s.window = 0;
+  EXPECT_EQ(decode_layer_design(DType::BF16, s).name, d.name);  // the same configuration
+  s.window = -1;
+  EXPECT_THROW(decode_layer_design(DType::BF16, s), std::invalid_argument);
 }

@@ -358,8 +358,9 @@ TEST(NpuDeviceFusedDecode, RefusesWithNpuSimsReasonsAndMissingArtifacts) {
   const auto g = NpuSimFusedDecode::prepare(*gemma, rt2);
   fs::remove_all(dir2);
   EXPECT_FALSE(g->enabled());
-  EXPECT_EQ(g->refusal(), NpuSimFusedDecode::prepare(*gemma)->refusal());
-  EXPECT_NE(g->refusal().find("sliding-window"), std::string::npos) << g->refusal();
+  EXPECT_TRUE(NpuSimFusedDecode::prepare(*gemma)->enabled());  // fused on npu-sim, not yet on the device
+  EXPECT_NE(g->refusal().find("sliding-window layers (window 16) run fused on npu-sim only"), std::string::npos)
+      << g->refusal();
 
   LoadOptions o;
   o.context_length = kContext;

@@ -2,8 +2,8 @@
 // fixtures (tests/fixtures/decoders: Qwen3- and Llama-3-shaped GGUFs, random f32
 // weights): the prompt runs op by op on npu-sim, every decode token through the fused plan (one
 // dispatch: a decode_layer per layer + the lm_head). Prompt of 4 tokens, 8 greedy tokens: the
-// same tokens as the host. Gemma 3 (sliding windows, sandwich norms) is refused with its reasons
-// and runs op by op.
+// same tokens as the host. Gemma 3 (sliding windows, sandwich norms: decode_layer parameters)
+// takes the same path; a prompt longer than its window makes the window matter.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -77,7 +77,9 @@ TEST_P(LlmNpuSimFused, GreedyTokensMatchHostAndReportSaysFused) {
   EXPECT_EQ(st.dispatches, decoded);  // one dispatch per token
   EXPECT_EQ(st.xclbin_switches, 0);
   EXPECT_GT(st.modelled_s, 0.0);
-  EXPECT_EQ(count_ops(r.report, "[decode_layer"), decoded * layers * (lm->decoder().spec().qk_norm ? 14 : 13));
+  const DecoderSpec& spec = lm->decoder().spec();
+  const int64_t ops_per_layer = 13 + spec.qk_norm + 2 * spec.sandwich_norms;  // Gemma: + the two post-norms
+  EXPECT_EQ(count_ops(r.report, "[decode_layer"), decoded * layers * ops_per_layer);
   EXPECT_EQ(count_ops(r.report, "[lm_head"), decoded * 2);
   for (const OpRecord& op : r.report.ops)
     if (op.node.find("[decode_layer") != std::string::npos) {
@@ -98,32 +100,42 @@ TEST_P(LlmNpuSimFused, GreedyTokensMatchHostAndReportSaysFused) {
 
 // Llama 3 (llama3-scaled RoPE, GGUF's interleaved q/k layout) stands for the Llama family here;
 // the plain Llama fixture runs through the CLI test (tests/cli/test_cli_generate_npu_sim.cpp).
-INSTANTIATE_TEST_SUITE_P(Fixtures, LlmNpuSimFused, ::testing::Values("qwen3", "llama3"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, LlmNpuSimFused, ::testing::Values("qwen3", "llama3", "gemma3"));
 
-// Gemma 3: sliding-window layers and sandwich norms are not in the decode_layer design, so decode
-// runs op by op on npu-sim, and the placement says why.
-TEST(LlmNpuSimFusedRefusal, GemmaRunsOpByOpWithReason) {
+// Gemma 3 past its window (16 positions): a prompt of 18 tokens, then 8 greedy tokens, so every
+// decode token's local layers (0 and 2) read only the last 16 positions, the global ones all.
+// The same tokens as the host; every layer one decode_layer on npu-sim, no refusal.
+TEST(LlmNpuSimFusedGemma, PastTheWindowGreedyTokensMatchHost) {
   const auto lm = load("gemma3");
-  auto fused = NpuSimFusedDecode::prepare(*lm);
-  ASSERT_FALSE(fused->enabled());
-  EXPECT_NE(fused->refusal().find("sliding-window"), std::string::npos) << fused->refusal();
-  EXPECT_NE(fused->refusal().find("sandwich norms"), std::string::npos) << fused->refusal();
-  EXPECT_THROW(fused->begin(lm->decoder().new_state(8)), std::logic_error);
+  const DecoderSpec& spec = lm->decoder().spec();
+  ASSERT_EQ(spec.sliding_window, 16);
+  GenerateRequest req = greedy_request();
+  req.prompt.clear();
+  for (int i = 0; i < 18; ++i) req.prompt.push_back(int32_t(3 + (i * 37) % 120));
+  const GenerateResult host = generate(*lm, req);
 
   npu::NpuSimBackend sim;
   HostBackend host_backend;
-  GenerateRequest req = greedy_request();
-  req.max_tokens = 2;
   req.backends = {&sim, &host_backend};
-  req.fused_decode = fused;
+  req.fused_decode = NpuSimFusedDecode::prepare(*lm);
+  ASSERT_TRUE(req.fused_decode->enabled()) << req.fused_decode->refusal();
+  EXPECT_EQ(req.fused_decode->model().sliding_window, 16);
+  EXPECT_TRUE(req.fused_decode->model().shape.post_norms);
   const GenerateResult r = generate(*lm, req);
-  EXPECT_GE(r.tokens.size(), 1u);
-  EXPECT_EQ(count_ops(r.report, "[decode_layer"), 0);
-  EXPECT_EQ(fused->stats().tokens, 0);
-  EXPECT_GT(sim.dispatches(), 0u);  // op by op on npu-sim
-  const std::string text = fused->placement_text();
-  EXPECT_NE(text.find("decode ran op by op, not fused: sliding-window"), std::string::npos) << text;
-  EXPECT_FALSE(fused->placement_json()["fused"].get<bool>());
+  EXPECT_EQ(r.tokens, host.tokens);
+  double worst = 0;
+  for (size_t i = 0; i < std::min(r.logprobs.size(), host.logprobs.size()); ++i)
+    worst = std::max(worst, double(std::fabs(r.logprobs[i].logprob - host.logprobs[i].logprob)));
+  EXPECT_LE(worst, 0.05);
+  const int64_t decoded = int64_t(r.tokens.size()) - 1;
+  ASSERT_GE(decoded, 1);
+  EXPECT_EQ(req.fused_decode->stats().dispatches, decoded);
+  EXPECT_EQ(count_ops(r.report, "post_ffn_norm [decode_layer"), decoded * spec.layers);
+  const std::string text = req.fused_decode->placement_text();
+  EXPECT_NE(text.find("decode ran fused: 1 dispatch per token (4 decode_layer + 1 lm_head"), std::string::npos)
+      << text;
+  std::printf("gemma3 past the window: host %s, npu-sim fused %s, worst |d logprob| %.2e\n",
+              ::testing::PrintToString(host.tokens).c_str(), ::testing::PrintToString(r.tokens).c_str(), worst);
 }
 
 // A quantized checkpoint (Q5_0 / Q8_0) is not executed by npu-sim's fused designs: refused, naming

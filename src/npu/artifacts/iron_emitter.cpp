@@ -5,9 +5,12 @@
 // taps carry the design's offsets, sizes and strides unchanged.
 #include "npu/artifacts/iron_emitter.h"
 
+#include "npu/design_families.h"
+
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -33,6 +36,8 @@ struct KernelSource {
   // Runtime scalars our source takes after the design's own (name order): f32 model parameters
   // as int32 bit patterns, defined once at the top of design.py so one build serves every model.
   std::vector<std::pair<std::string, std::string>> runtime;  // scalar name, design.py constant
+  // The design's scalars in the prototype's order when it is not their name order (empty: name order).
+  std::vector<std::string> scalar_order = {};
 };
 
 // The design.py constants the runtime scalars name (set them to the model's values).
@@ -40,11 +45,14 @@ struct PyConstant {
   const char* name;
   float value;
   const char* what;
+  bool f32 = true;  // false: a plain int32 flag
 };
 constexpr PyConstant kPyConstants[] = {
     {"RMS_EPS_BITS", 1e-6f, "RMSNorm epsilon"},
     {"RMS_OFFSET_BITS", 0.0f, "RMSNorm gamma offset (1 for Gemma's stored gamma - 1)"},
     {"LN_EPS_BITS", 1e-5f, "LayerNorm epsilon"},
+    {"ROPE_INTERLEAVED", 0.0f, "RoPE pairs: 0 half-split (i, i + D/2), 1 interleaved (2i, 2i + 1)", false},
+    {"DECODE_ATTN_SCALE_BITS", 0.0f, "decode attention score scale (0: 1 / sqrt(head_dim))"},
 };
 
 int64_t f32_bits(float f) {
@@ -59,9 +67,10 @@ int64_t f32_bits(float f) {
 // tests/npu/test_aie_kernel_sources.cpp checks this list against the directory).
 const std::set<std::string>& written_kernels() {
   static const std::set<std::string> written = {
-      "gemv_bf16", "gemv_int8", "rmsnorm_bf16", "layernorm_bf16", "softmax_bf16", "eltwise_add_bf16",
+      "gemv_bf16", "gemv_bfp16", "gemv_int8", "rmsnorm_bf16", "layernorm_bf16", "softmax_bf16", "eltwise_add_bf16",
       "eltwise_mul_bf16", "eltwise_gelu_bf16", "eltwise_exp_bf16", "eltwise_scale_bf16", "eltwise_silu_bf16",
-      "rope_bf16", "attention_partial_bf16", "attention_encoder_bf16", "mlp_fused_bf16", "conv2d_bf16"};
+      "rope_bf16", "attention_partial_bf16", "attention_encoder_bf16", "mlp_fused_bf16", "conv2d_bf16",
+      "qkv_rope_bf16", "attention_decode_bf16", "lm_head_bf16", "decode_layer_bf16"};
   return written;
 }
 
@@ -83,21 +92,62 @@ std::optional<KernelSource> kernel_source(const std::string& name) {
       "attention_decode_bf16",
       "decode_layer_bf16", "decode_layer_bfp16", "decode_layer_int8",
       "lm_head_bf16", "lm_head_bfp16", "lm_head_int8",
-      "conv2d_bf16"};
+      "conv2d_bf16", "attention_encoder_bf16"};
   if (auto it = table.find(name); it != table.end()) return it->second;
   if (ours.count(name)) {
     KernelSource k{name, "aie_kernels/" + name + ".cc", false, "", "", written_kernels().count(name) > 0, {}};
     if (name == "rmsnorm_bf16") k.runtime = {{"eps_bits", "RMS_EPS_BITS"}, {"offset_bits", "RMS_OFFSET_BITS"}};
     if (name == "layernorm_bf16") k.runtime = {{"eps_bits", "LN_EPS_BITS"}};
+    // The fused stage kernels: the model's parameters after the design's scalars (their sources'
+    // header comments list them).
+    const std::pair<std::string, std::string> eps{"eps_bits", "RMS_EPS_BITS"}, off{"offset_bits", "RMS_OFFSET_BITS"},
+        inter{"interleaved", "ROPE_INTERLEAVED"}, scale{"scale_bits", "DECODE_ATTN_SCALE_BITS"};
+    if (name == "qkv_rope_bf16") k.runtime = {eps, off, inter};
+    if (name == "lm_head_bf16") k.runtime = {eps, off};
+    if (name == "attention_decode_bf16") k.runtime = {scale};
+    if (name == "decode_layer_bf16") k.runtime = {eps, off, inter, scale};
+    // A conv core receives its weights and epilogue constants as one object (one DMA channel):
+    // the packed entry point finds the epilogue behind the weights.
+    if (name == "conv2d_bf16") {
+      k.function = "conv2d_bf16_packed";
+      k.scalar_order = {"rows", "cols", "in_cols", "c_in", "ch", "kernel", "stride", "depthwise"};
+    }
     return k;
   }
   return std::nullopt;
+}
+
+// The int32 scalars a core passes after its FIFO objects: the design's kernel args in the
+// prototype's order (library kernels take none: their sizes are compile-time).
+std::vector<std::pair<std::string, int64_t>> scalar_args(const std::string& design, const Kernel& k,
+                                                         const KernelSource& src) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  if (src.library) return out;
+  if (src.scalar_order.empty()) return {k.args.begin(), k.args.end()};
+  if (src.scalar_order.size() != k.args.size())
+    throw std::invalid_argument("emit_iron: design " + design + ": kernel '" + k.name + "' has " +
+                                std::to_string(k.args.size()) + " args, its entry point takes " +
+                                std::to_string(src.scalar_order.size()));
+  for (const std::string& name : src.scalar_order) {
+    auto it = k.args.find(name);
+    if (it == k.args.end())
+      throw std::invalid_argument("emit_iron: design " + design + ": kernel '" + k.name + "' lacks arg " + name);
+    out.push_back(*it);
+  }
+  return out;
 }
 
 std::string py_ident(const std::string& s) {
   std::string out;
   for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "_" + out;
+  // A Python keyword (the conv designs' host arg "in") or a name design.py itself binds.
+  static const std::set<std::string> taken = {
+      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
+      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda",
+      "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
+      "np", "rt", "tg", "program", "module", "b", "b0", "b1", "q_pos0", "m", "l", "o", "scores"};
+  if (taken.count(out)) out += "_";
   return out;
 }
 
@@ -105,14 +155,15 @@ std::string tile_py(TileCoord t) { return "Tile(" + std::to_string(t.col) + ", "
 
 // A core's Worker line (stack size from its "stack" buffer; its other L1 buffers noted); returns
 // the worker's variable name.
-std::string emit_worker(std::ostream& o, const TileUse& t, const std::string& fn, const std::string& args) {
+std::string emit_worker(std::ostream& o, const TileUse& t, const std::string& fn, const std::string& args,
+                        const char* buffers_are = "the kernel's own") {
   const std::string w = "w_" + std::to_string(t.at.col) + "_" + std::to_string(t.at.row);
   o << w << " = Worker(" << fn << ", [" << args << "], placement=" << tile_py(t.at);
   for (const Buffer& b : t.buffers)
     if (b.name == "stack") o << ", stack_size=" << b.bytes;
   o << ")\n";
   for (const Buffer& b : t.buffers)
-    if (b.name != "stack") o << "# resident in L1: " << b.name << " " << b.bytes << " bytes (the kernel's own)\n";
+    if (b.name != "stack") o << "# resident in L1: " << b.name << " " << b.bytes << " bytes (" << buffers_are << ")\n";
   o << "\n";
   return w;
 }
@@ -148,8 +199,9 @@ struct Call {
 // when they do not (fused designs), each count gets its own loop and its own kernel entry point,
 // in design order, and the kernel to be written defines what each stage does.
 std::vector<Call> emit_worker_body(std::ostringstream& o, const std::string& fn, const CoreIo& io,
-                                   const std::vector<std::string>& kernel_params, const Kernel& k,
-                                   bool pass_scalars, const std::string& zero_param,
+                                   const std::vector<std::string>& kernel_params,
+                                   const std::vector<std::pair<std::string, int64_t>>& scalar_args,
+                                   const std::string& zero_param,
                                    const std::vector<std::pair<std::string, std::string>>& runtime) {
   std::vector<const ObjectFifo*> all = io.consumes;
   all.insert(all.end(), io.produces.begin(), io.produces.end());
@@ -166,8 +218,7 @@ std::vector<Call> emit_worker_body(std::ostringstream& o, const std::string& fn,
   if (!zero_param.empty()) o << ", " << zero_param;
   o << "):\n";
   std::string scalars;
-  for (const auto& [name, v] : k.args)
-    if (pass_scalars) scalars += ", " + std::to_string(v);
+  for (const auto& [name, v] : scalar_args) scalars += ", " + std::to_string(v);
   for (const auto& [name, constant] : runtime) scalars += ", " + constant;
   auto with_count = [&](int64_t n) {
     std::vector<const ObjectFifo*> out;
@@ -302,6 +353,86 @@ std::vector<std::pair<std::string, std::string>> emit_program_body(
   return entries;
 }
 
+std::string f32_type(int64_t n) { return "np.ndarray[(" + std::to_string(n) + ",), np.dtype[np.float32]]"; }
+
+// An encoder attention core (design_families_encoder.cpp) runs the units of its column in the
+// order npu-sim runs them (encoder_attention_units): per unit, take its query rows, clear the
+// running max / sum / output, one call per K/V block its rows can see (key position b * kv_block),
+// then write the normalised rows into an output object. The units differ in their numbers, so
+// the body loops over them in Python (unrolled when IRON traces the worker: a long sequence
+// grows the core's program memory; aiecc reports it if it overflows). m, l, o and scores are the
+// core's own L1 (LocalBuffer). Writes the kernel handles once (`declared`); returns the worker.
+std::string emit_encoder_attention_worker(std::ostringstream& o, const Design& d, const TileUse& t,
+                                          std::map<std::string, std::string>& var, bool& declared) {
+  auto param = [&](const char* key) {
+    auto it = d.params.find(key);
+    if (it == d.params.end())
+      throw std::invalid_argument("emit_iron: design " + d.name + ": encoder attention design lacks param " + key);
+    return it->second;
+  };
+  EncoderAttentionShape s;
+  s.T = param("T"), s.S = param("S"), s.heads = param("heads"), s.kv_heads = param("kv_heads");
+  s.head_dim = param("head_dim"), s.causal = param("causal") != 0, s.window = param("window");
+  const int64_t tq = param("q_tile"), kb = param("kv_block"), D = s.head_dim;
+  const int columns = int(param("columns"));
+  const int c = t.at.col, r = t.at.row - kAie2p.first_compute_row;
+  const std::string q = gen::crname("q", c, r), kv = gen::cname("kv", c), out = gen::crname("out", c, r);
+  std::map<std::string, const ObjectFifo*> f;
+  for (const std::string& n : {q, kv, out}) {
+    f[n] = d.find_fifo(n);
+    if (!f[n] || !var.count(n))
+      throw std::invalid_argument("emit_iron: design " + d.name + ": encoder core " + to_string(t.at) + " has no FIFO " + n);
+  }
+  const std::string scalars9 = "np.int32, np.int32, np.int32, np.int32, np.int32, np.int32, np.int32, np.int32, np.int32";
+  if (!declared) {
+    const float scale = 1.0f / std::sqrt(float(D));
+    o << "# kernel source: aie_kernels/attention_encoder_bf16.cc (exports attention_encoder_bf16_init, "
+         "attention_encoder_bf16, attention_encoder_bf16_finish; npu: needs hardware and the toolchain, unverified)\n"
+      << "ATTN_SCALE_BITS = " << f32_bits(scale) << "  # f32 " << scale
+      << ": score scale 1 / sqrt(head_dim) (set the model's own if it differs)\n"
+      << "k_attention_encoder_bf16_init = Kernel(\"attention_encoder_bf16_init\", \"attention_encoder_bf16.o\", ["
+      << f32_type(tq) << ", " << f32_type(tq) << ", " << f32_type(tq * D) << ", np.int32, np.int32])\n"
+      << "k_attention_encoder_bf16 = Kernel(\"attention_encoder_bf16\", \"attention_encoder_bf16.o\", ["
+      << bytes_type(f[q]->elem_bytes) << ", " << bytes_type(f[kv]->elem_bytes) << ", " << f32_type(tq) << ", "
+      << f32_type(tq) << ", " << f32_type(tq * D) << ", " << f32_type(kb) << ", " << scalars9 << "])\n"
+      << "k_attention_encoder_bf16_finish = Kernel(\"attention_encoder_bf16_finish\", \"attention_encoder_bf16.o\", ["
+      << f32_type(tq) << ", " << f32_type(tq * D) << ", " << bytes_type(f[out]->elem_bytes) << ", np.int32, np.int32])\n\n";
+    declared = true;
+  }
+  const std::string fn = "core_" + std::to_string(t.at.col) + "_" + std::to_string(t.at.row);
+  const std::string tag = std::to_string(t.at.col) + "_" + std::to_string(t.at.row);
+  const std::string pq = py_ident(q), pkv = py_ident(kv), pout = py_ident(out);
+  std::string units;
+  for (const EncoderAttentionUnit& u : encoder_attention_units(s, tq, kb, columns, c))
+    units += (units.empty() ? "" : ", ") + std::string("(") + std::to_string(u.q0 + r * tq) + ", " +
+             std::to_string(u.b0) + ", " + std::to_string(u.b1) + ")";
+  o << "def " << fn << "(" << pq << ", " << pkv << ", " << pout
+    << ", k_attention_encoder_bf16_init, k_attention_encoder_bf16, k_attention_encoder_bf16_finish):\n"
+    << "    m = LocalBuffer(" << f32_type(tq) << ", name=\"m_" << tag << "\")\n"
+    << "    l = LocalBuffer(" << f32_type(tq) << ", name=\"l_" << tag << "\")\n"
+    << "    o = LocalBuffer(" << f32_type(tq * D) << ", name=\"o_" << tag << "\")\n"
+    << "    scores = LocalBuffer(" << f32_type(kb) << ", name=\"scores_" << tag << "\")\n"
+    << "    # Units of column " << c << ": (query position of this core's rows, first K/V block, end block)\n"
+    << "    for q_pos0, b0, b1 in [" << units << "]:\n"
+    << "        e_" << pq << " = " << pq << ".acquire(1)\n"
+    << "        k_attention_encoder_bf16_init(m, l, o, " << tq << ", " << D << ")\n"
+    << "        for b in range(b0, b1):\n"
+    << "            e_" << pkv << " = " << pkv << ".acquire(1)\n"
+    << "            k_attention_encoder_bf16(e_" << pq << ", e_" << pkv << ", m, l, o, scores, " << tq << ", " << kb
+    << ", " << D << ", q_pos0, b * " << kb << ", " << s.S << ", " << (s.causal ? 1 : 0) << ", " << s.window
+    << ", ATTN_SCALE_BITS)\n"
+    << "            " << pkv << ".release(1)\n"
+    << "        e_" << pout << " = " << pout << ".acquire(1)\n"
+    << "        k_attention_encoder_bf16_finish(l, o, e_" << pout << ", " << tq << ", " << D << ")\n"
+    << "        " << pout << ".release(1)\n"
+    << "        " << pq << ".release(1)\n\n\n";
+  return emit_worker(o, t, fn,
+                     var[q] + ".cons(), " + var[kv] + ".cons(), " + var[out] +
+                         ".prod(), k_attention_encoder_bf16_init, k_attention_encoder_bf16, "
+                         "k_attention_encoder_bf16_finish",
+                     "the worker's LocalBuffers");
+}
+
 // How many kernel calls a core's body makes (see emit_worker_body).
 size_t call_count(const CoreIo& io) {
   std::set<int64_t> counts;
@@ -333,7 +464,7 @@ std::string emit_iron(const Design& d) {
     << "# FIFO objects are bytes (np.uint8); host buffers are 32-bit words; every tile is placed\n"
     << "# explicitly at the design's coordinates.\n"
     << "import numpy as np\n\n"
-    << "from aie.iron import Kernel, ObjectFifo, Program, Runtime, Worker\n"
+    << "from aie.iron import Kernel, LocalBuffer, ObjectFifo, Program, Runtime, Worker\n"
     << "from aie.iron.controlflow import range_\n"
     << "from aie.iron.device import NPU2, Tile\n"
     << "from aie.iron.placers import SequentialPlacer\n"
@@ -346,9 +477,13 @@ std::string emit_iron(const Design& d) {
     if (const std::optional<KernelSource> src = kernel_source(k->name))
       for (const auto& [name, constant] : src->runtime) constants.insert(constant);
   if (!constants.empty()) o << "# Model parameters passed to the kernels at run time (f32 bit patterns as int32)\n";
-  for (const PyConstant& c : kPyConstants)
-    if (constants.count(c.name))
+  for (const PyConstant& c : kPyConstants) {
+    if (!constants.count(c.name)) continue;
+    if (c.f32)
       o << c.name << " = " << f32_bits(c.value) << "  # f32 " << c.value << ": " << c.what << "\n";
+    else
+      o << c.name << " = " << int64_t(c.value) << "  # " << c.what << "\n";
+  }
   if (!constants.empty()) o << "\n";
 
   // Object FIFOs: roots are created directly; link ends are created by the link (split/forward
@@ -440,8 +575,13 @@ std::string emit_iron(const Design& d) {
   std::vector<std::string> workers;
   std::map<std::string, std::vector<std::string>> signatures;  // kernel -> argument type lists
   std::set<std::string> zero_declared;
+  bool encoder_declared = false;
   for (const TileUse& t : d.tiles) {
     if (!t.has_kernel) continue;
+    if (t.kernel.name == "attention_encoder_bf16" && t.program.empty()) {
+      workers.push_back(emit_encoder_attention_worker(o, d, t, var, encoder_declared));
+      continue;
+    }
     CoreIo io;
     for (const ObjectFifo& f : d.fifos) {
       for (const FifoEnd& e : f.consumers)
@@ -480,13 +620,14 @@ std::string emit_iron(const Design& d) {
     std::vector<std::string> params;
     for (size_t i = 0; i < n_calls; ++i) params.push_back("kernel" + std::to_string(i));
     std::ostringstream body;
-    const std::vector<Call> calls = emit_worker_body(body, fn, io, params, t.kernel, !src.library,
-                                                     src.zero.empty() ? "" : "zero", src.runtime);
+    const auto scalars = scalar_args(d.name, t.kernel, src);
+    const std::vector<Call> calls =
+        emit_worker_body(body, fn, io, params, scalars, src.zero.empty() ? "" : "zero", src.runtime);
     std::vector<std::string> kernel_vars;
     for (const Call& c : calls) {
       std::string types;
       for (const ObjectFifo* f : c.fifos) types += (types.empty() ? "" : ", ") + bytes_type(f->elem_bytes);
-      for (size_t i = 0; i < t.kernel.args.size() + src.runtime.size() && !src.library; ++i)
+      for (size_t i = 0; i < scalars.size() + src.runtime.size() && !src.library; ++i)
         types += (types.empty() ? "" : ", ") + std::string("np.int32");
       std::vector<std::string>& sigs = signatures[t.kernel.name];
       size_t idx = std::find(sigs.begin(), sigs.end(), types) - sigs.begin();
@@ -502,7 +643,10 @@ std::string emit_iron(const Design& d) {
         else
           o << "# kernel source: " << src.source << " (not yet written; exports " << symbol << ")\n";
         o << (src.library ? "# compile-time args:" : "# scalar args:");
-        for (const auto& [name, val] : t.kernel.args) o << " " << name << "=" << val;
+        for (const auto& [name, val] : src.library ? std::vector<std::pair<std::string, int64_t>>(
+                                                         t.kernel.args.begin(), t.kernel.args.end())
+                                                   : scalars)
+          o << " " << name << "=" << val;
         for (const auto& [name, constant] : src.runtime) o << " " << name << "=" << constant;
         o << "\n" << v << " = Kernel(\"" << symbol << "\", \"" << t.kernel.name << ".o\", [" << types << "])\n\n";
       }

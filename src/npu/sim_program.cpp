@@ -1,0 +1,370 @@
+#include "npu/sim_program.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <type_traits>
+
+#include "aie_kernels/kernels.h"
+
+namespace xdna::npu {
+
+namespace {
+
+constexpr int64_t kObj = 2048;  // the fused designs' DDR object (design_families_fused.cpp)
+constexpr int kCores = 4;
+
+using sim::fail;
+
+// An operand object as whichever pointer type the entry point takes.
+struct Obj {
+  uint8_t* p;
+  template <class T>
+  operator T*() const { return reinterpret_cast<T*>(p); }
+};
+
+int32_t scalar(const StageScalars& s, const char* name) {
+  auto it = s.find(name);
+  if (it == s.end()) throw std::invalid_argument(std::string("stage kernel: no scalar '") + name + "'");
+  return int32_t(it->second);
+}
+
+template <class State>
+void set_state(StageKernel& k, State& live) {
+  static_assert(std::is_trivially_copyable_v<State>, "a core's state is copied as bytes");
+  k.state = &live;
+  k.state_bytes = sizeof(State);
+  const auto fresh = std::make_unique<State>();
+  k.fresh_state.assign(reinterpret_cast<const uint8_t*>(fresh.get()),
+                       reinterpret_cast<const uint8_t*>(fresh.get()) + sizeof(State));
+}
+
+// A scalar only some designs of a family carry (decode_layer's post_norms: Gemma 3).
+int32_t scalar_or_zero(const StageScalars& s, const char* name) {
+  auto it = s.find(name);
+  return it == s.end() ? 0 : int32_t(it->second);
+}
+
+#define S(n) scalar(s, n)
+#define ENTRY(fn, ARGS) {#fn, [](uint8_t* const* o, const StageScalars& s) { fn(Obj{o[0]}, ARGS); }}
+
+#define MLP_ARGS S("cores"), S("gelu"), S("hidden"), S("intermediate")
+StageKernel mlp_fused() {
+  StageKernel k{"mlp_fused_bf16", {
+      ENTRY(mlp_fused_bf16_x, MLP_ARGS), ENTRY(mlp_fused_bf16_gate_up, MLP_ARGS),
+      ENTRY(mlp_fused_bf16_gate_up_give, MLP_ARGS), ENTRY(mlp_fused_bf16_gate_up_take, MLP_ARGS),
+      ENTRY(mlp_fused_bf16_down, MLP_ARGS), ENTRY(mlp_fused_bf16_down_give, MLP_ARGS),
+      ENTRY(mlp_fused_bf16_down_take, MLP_ARGS), ENTRY(mlp_fused_bf16_down_result, MLP_ARGS)},
+      {"cores", "gelu", "hidden", "intermediate"}};
+  set_state(k, xk_impl::mlp_fused_bf16_state());
+  return k;
+}
+
+#define QKV_ARGS S("cores"), S("head_dim"), S("heads"), S("hidden"), S("kv_heads"), S("qk_norm"), \
+                 S("eps_bits"), S("offset_bits"), S("interleaved")
+StageKernel qkv_rope() {
+  StageKernel k{"qkv_rope_bf16", {
+      ENTRY(qkv_rope_bf16_x, QKV_ARGS), ENTRY(qkv_rope_bf16_qkv, QKV_ARGS),
+      ENTRY(qkv_rope_bf16_qkv_give, QKV_ARGS), ENTRY(qkv_rope_bf16_qkv_take, QKV_ARGS),
+      ENTRY(qkv_rope_bf16_rope, QKV_ARGS), ENTRY(qkv_rope_bf16_rope_result, QKV_ARGS),
+      ENTRY(qkv_rope_bf16_rope_kv_new, QKV_ARGS)},
+      {"cores", "head_dim", "heads", "hidden", "kv_heads", "qk_norm", "eps_bits", "offset_bits", "interleaved"}};
+  set_state(k, xk_impl::qkv_rope_bf16_state());
+  return k;
+}
+
+#define ATTN_ARGS S("context"), S("core"), S("cores"), S("head_dim"), S("heads"), S("kv_heads"), S("scale_bits")
+StageKernel attention_decode() {
+  StageKernel k{"attention_decode_bf16", {
+      ENTRY(attention_decode_bf16_q, ATTN_ARGS), ENTRY(attention_decode_bf16_attention, ATTN_ARGS),
+      ENTRY(attention_decode_bf16_attention_give, ATTN_ARGS), ENTRY(attention_decode_bf16_attention_take, ATTN_ARGS),
+      ENTRY(attention_decode_bf16_attention_result, ATTN_ARGS)},
+      {"context", "core", "cores", "head_dim", "heads", "kv_heads", "scale_bits"}};
+  set_state(k, xk_impl::attention_decode_bf16_state());
+  return k;
+}
+
+#define HEAD_ARGS S("cores"), S("hidden"), S("vocab"), S("eps_bits"), S("offset_bits")
+StageKernel lm_head() {
+  StageKernel k{"lm_head_bf16", {
+      ENTRY(lm_head_bf16_x, HEAD_ARGS), ENTRY(lm_head_bf16_norm, HEAD_ARGS),
+      ENTRY(lm_head_bf16_rows, HEAD_ARGS), ENTRY(lm_head_bf16_rows_out, HEAD_ARGS)},
+      {"cores", "hidden", "vocab", "eps_bits", "offset_bits"}};
+  set_state(k, xk_impl::lm_head_bf16_state());
+  return k;
+}
+
+#define LAYER_ARGS S("context"), S("core"), S("cores"), S("gelu"), S("head_dim"), S("heads"), S("hidden"), \
+                   S("intermediate"), S("kv_heads"), scalar_or_zero(s, "post_norms"), S("qk_norm"),       \
+                   S("eps_bits"), S("offset_bits"), S("interleaved"), S("scale_bits")
+StageKernel decode_layer() {
+  StageKernel k{"decode_layer_bf16", {
+      ENTRY(decode_layer_bf16_x, LAYER_ARGS), ENTRY(decode_layer_bf16_qkv, LAYER_ARGS),
+      ENTRY(decode_layer_bf16_qkv_give, LAYER_ARGS), ENTRY(decode_layer_bf16_qkv_take, LAYER_ARGS),
+      ENTRY(decode_layer_bf16_rope, LAYER_ARGS), ENTRY(decode_layer_bf16_rope_kv_new, LAYER_ARGS),
+      ENTRY(decode_layer_bf16_attention, LAYER_ARGS), ENTRY(decode_layer_bf16_attention_give, LAYER_ARGS),
+      ENTRY(decode_layer_bf16_attention_take, LAYER_ARGS), ENTRY(decode_layer_bf16_o, LAYER_ARGS),
+      ENTRY(decode_layer_bf16_o_give, LAYER_ARGS), ENTRY(decode_layer_bf16_o_take, LAYER_ARGS),
+      ENTRY(decode_layer_bf16_gate_up, LAYER_ARGS), ENTRY(decode_layer_bf16_gate_up_give, LAYER_ARGS),
+      ENTRY(decode_layer_bf16_gate_up_take, LAYER_ARGS), ENTRY(decode_layer_bf16_down, LAYER_ARGS),
+      ENTRY(decode_layer_bf16_down_give, LAYER_ARGS), ENTRY(decode_layer_bf16_down_take, LAYER_ARGS),
+      ENTRY(decode_layer_bf16_down_result, LAYER_ARGS)},
+      {"context", "core", "cores", "gelu", "head_dim", "heads", "hidden", "intermediate", "kv_heads", "post_norms",
+       "qk_norm", "eps_bits", "offset_bits", "interleaved", "scale_bits"}};
+  set_state(k, xk_impl::decode_layer_bf16_state());
+  return k;
+}
+
+#undef S
+#undef ENTRY
+
+std::vector<const TileUse*> cores_in_order(const Design& d) {
+  std::vector<const TileUse*> cores;
+  for (const TileUse& t : d.tiles)
+    if (t.has_kernel) cores.push_back(&t);
+  std::sort(cores.begin(), cores.end(), [](const TileUse* a, const TileUse* b) { return a->at < b->at; });
+  if (cores.empty() || cores.size() % kCores)
+    fail(d, "has " + std::to_string(cores.size()) + " cores, not whole columns of 4");
+  return cores;
+}
+
+const SeqStep& drain_step(const Design& d, const std::string& fifo) {
+  for (const SeqStep& s : d.sequence)
+    if (s.op == SeqOp::Drain && s.fifo == fifo) return s;
+  fail(d, "has no drain of '" + fifo + "'");
+}
+
+void drain(const Design& d, HostArgs& args, const std::string& fifo, const std::vector<uint8_t>& bytes) {
+  const SeqStep& s = drain_step(d, fifo);
+  std::vector<uint8_t>& a = args.at(size_t(s.arg));
+  if (int64_t(bytes.size()) != s.pattern.bytes())
+    fail(d, "the programs gave '" + fifo + "' " + std::to_string(bytes.size()) + " bytes, its drain moves " +
+                std::to_string(s.pattern.bytes()));
+  size_t pos = 0;
+  sim::walk(s.pattern, [&](int64_t off) {
+    const size_t n = size_t(s.pattern.elem_bytes);
+    if (off < 0 || size_t(off) + n > a.size()) fail(d, "drain '" + fifo + "' writes past its argument");
+    std::memcpy(a.data() + off, bytes.data() + pos, n);
+    pos += n;
+  });
+}
+
+// Why a design does not fit kernel `name`'s L1 state (kernels.h bounds), or "" when it does.
+std::string state_bounds(const std::string& name, const StageScalars& s) {
+  using B = xk_impl::FusedBounds;
+  const auto at = [&](const char* n) { return s.count(n) ? s.at(n) : int64_t(0); };
+  const auto cdiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  const int64_t P = at("cores"), H = at("hidden"), I = at("intermediate"), D = at("head_dim"),
+                heads = at("heads"), kvh = std::max<int64_t>(1, at("kv_heads"));
+  std::string why;
+  const auto need = [&](bool ok, const std::string& what) {
+    if (!ok && why.empty()) why = what;
+  };
+  need(P >= 1 && P <= B::kMaxCores, "cores " + std::to_string(P) + " > " + std::to_string(B::kMaxCores));
+  if (name == "mlp_fused_bf16") {
+    using M = xk_impl::MlpFusedState;
+    need(H <= M::kMaxHidden && I <= M::kMaxInter, "hidden or intermediate past the state's bounds");
+    need(cdiv(H, P) <= M::kMaxRows && cdiv(I, P) <= M::kMaxRows, "a core's rows past the state's bounds");
+    return why;
+  }
+  need(H <= B::kMaxHidden, "hidden " + std::to_string(H) + " > " + std::to_string(B::kMaxHidden));
+  if (name == "lm_head_bf16") return why;  // logits leave object by object (a ring of two)
+  const int64_t n_qkv = (heads + 2 * kvh) * D, group = heads / kvh;
+  need(D <= B::kMaxDim && heads * D <= B::kMaxQ && n_qkv <= B::kMaxQkv, "heads x head_dim past the state's bounds");
+  need(cdiv(n_qkv, P) <= B::kMaxRows && cdiv(H, P) <= B::kMaxRows && cdiv(I, P) <= B::kMaxRows && I <= B::kMaxInter,
+       "a core's rows past the state's bounds");
+  if (name == "attention_decode_bf16" || name == "decode_layer_bf16") {
+    using A = xk_impl::AttnPartState;
+    const int64_t per_core = cdiv(kvh, P), cores_per_kv = std::max<int64_t>(1, P / kvh);
+    const int64_t ppc = cdiv(at("context"), cores_per_kv), partial = per_core * group * (D * 2 + 8);
+    need(group <= A::kMaxGroup && group * ppc <= A::kMaxScores,
+         "query heads per KV head x positions past the state's bounds");
+    const int64_t slice = name == "attention_decode_bf16"
+                              ? std::min<int64_t>(256, partial)
+                              : cdiv(2 * std::max({cdiv(n_qkv, P), cdiv(H, P), cdiv(I, P)}), 4) * 4;
+    need(partial <= A::kMaxPartial && P * cdiv(partial, slice) * slice <= A::kMaxGathered,
+         "attention partials past the state's bounds");
+  }
+  return why;
+}
+
+}  // namespace
+
+const StageKernel& stage_kernel(const std::string& name) {
+  static const std::map<std::string, StageKernel> kernels = [] {
+    std::map<std::string, StageKernel> m;
+    for (StageKernel k : {mlp_fused(), qkv_rope(), attention_decode(), lm_head(), decode_layer()}) m[k.name] = k;
+    return m;
+  }();
+  auto it = kernels.find(name);
+  if (it == kernels.end()) throw std::invalid_argument("npu-sim: no stage kernel '" + name + "' in aie_kernels/");
+  return it->second;
+}
+
+StageScalars runtime_scalars(const SimKernelArgs& k) {
+  return {{"eps_bits", xk::f32_bits(k.eps)},
+          {"offset_bits", xk::f32_bits(k.rms_offset)},
+          {"scale_bits", xk::f32_bits(k.attn_scale)},
+          {"interleaved", k.rope_interleaved ? 1 : 0}};
+}
+
+std::vector<std::string> scalars_beyond_program(const Design& d, const StageKernel& k) {
+  const StageScalars runtime = runtime_scalars({});
+  std::vector<std::string> beyond;
+  for (const std::string& name : k.scalars) {
+    bool in_program = runtime.count(name) > 0;  // passed by design.py as its runtime constants
+    for (const TileUse& t : d.tiles)
+      if (t.has_kernel && t.kernel.args.count(name)) in_program = true;
+    if (!in_program) beyond.push_back(name);
+  }
+  return beyond;
+}
+
+std::vector<std::vector<uint8_t>> program_streams(const Design& d, const HostArgs& args) {
+  const size_t P = cores_in_order(d).size();
+  std::vector<std::vector<uint8_t>> out(P);
+  for (size_t c = 0; c < P / kCores; ++c) {
+    const std::string fifo = "ddr_c" + std::to_string(c) + "_l3l2";
+    std::vector<uint8_t> col;
+    for (const SeqStep& s : d.sequence) {
+      if (s.op != SeqOp::Fill || s.fifo != fifo) continue;
+      const std::vector<uint8_t>& a = args.at(size_t(s.arg));
+      sim::walk(s.pattern, [&](int64_t off) {
+        if (off < 0 || off + s.pattern.elem_bytes > int64_t(a.size()))
+          fail(d, "fill of '" + d.args[size_t(s.arg)].name + "' reads past its " + std::to_string(a.size()) + " bytes");
+        col.insert(col.end(), a.begin() + off, a.begin() + off + s.pattern.elem_bytes);
+      });
+    }
+    if (col.size() % (kCores * kObj)) fail(d, "column " + std::to_string(c) + " stream is not whole objects");
+    for (size_t o = 0; o < col.size() / (kCores * kObj); ++o)
+      for (size_t r = 0; r < kCores; ++r) {
+        auto at = col.begin() + int64_t((o * kCores + r) * kObj);
+        out[c * kCores + r].insert(out[c * kCores + r].end(), at, at + kObj);
+      }
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, const StageKernel& k,
+                                                              const std::vector<std::vector<uint8_t>>& streams,
+                                                              const StageScalars& runtime) {
+  const std::vector<const TileUse*> cores = cores_in_order(d);
+  const size_t P = cores.size();
+  if (streams.size() != P)
+    fail(d, "has " + std::to_string(P) + " cores, got " + std::to_string(streams.size()) + " streams");
+  const ObjectFifo* slice0 = d.find_fifo("slice_c0r0");
+  const size_t slice = slice0 ? size_t(slice0->elem_bytes) : 0;
+  struct Core {
+    size_t pc = 0, ddr = 0, gives = 0, takes = 0;
+    std::vector<std::array<int64_t, 3>> loops;  // first step, end, iterations left
+    std::map<std::string, std::vector<uint8_t>> held;
+    std::vector<uint8_t> state;
+    StageScalars scalars;
+  };
+  std::vector<Core> cs(P);
+  for (size_t p = 0; p < P; ++p) {
+    Core& c = cs[p];
+    c.state = k.fresh_state;
+    c.scalars = runtime;  // lowest precedence first: later inserts overwrite
+    for (const auto& [name, v] : d.params) c.scalars[name] = v;
+    c.scalars["cores"] = int64_t(P);
+    c.scalars["core"] = int64_t(p);
+  }
+  if (const std::string why = state_bounds(k.name, cs[0].scalars); !why.empty())
+    fail(d, k.name + " cannot run it: " + why);
+  std::vector<std::vector<uint8_t>> joined;  // per exchange round: every core's slice in order
+  std::vector<size_t> given;
+  std::map<std::string, std::vector<uint8_t>> outputs;
+  for (bool busy = true; busy;) {
+    busy = false;
+    for (size_t p = 0; p < P; ++p) {
+      Core& c = cs[p];
+      const std::vector<CoreStep>& prog = cores[p]->program;
+      std::memcpy(k.state, c.state.data(), k.state_bytes);
+      for (;;) {
+        while (!c.loops.empty() && int64_t(c.pc) == c.loops.back()[1]) {
+          if (--c.loops.back()[2] > 0) c.pc = size_t(c.loops.back()[0]);
+          else c.loops.pop_back();
+        }
+        if (c.pc == prog.size()) break;
+        const CoreStep& s = prog[c.pc];
+        if (s.op == CoreOp::Loop) {
+          c.loops.push_back({int64_t(c.pc) + 1, int64_t(c.pc) + 1 + s.body, s.count});
+        } else if (s.op == CoreOp::Acquire) {
+          const ObjectFifo* f = d.find_fifo(s.name);
+          if (!f) fail(d, "core " + to_string(cores[p]->at) + " acquires unknown FIFO " + s.name);
+          std::vector<uint8_t> obj(size_t(f->elem_bytes), 0);
+          if (s.name.rfind("ddr_", 0) == 0) {
+            if ((c.ddr + 1) * kObj > streams[p].size())
+              fail(d, "core " + to_string(cores[p]->at) + " reads past its DDR stream");
+            std::memcpy(obj.data(), streams[p].data() + c.ddr * kObj, kObj);
+            ++c.ddr;
+          } else if (s.name == "act") {
+            if (c.takes >= given.size() || given[c.takes] < P) break;  // waits for every core's slice
+            obj = joined[c.takes];
+          }
+          c.held[s.name] = std::move(obj);
+        } else if (s.op == CoreOp::Release) {
+          std::vector<uint8_t>& obj = c.held[s.name];
+          if (s.name.rfind("slice_", 0) == 0) {
+            if (joined.size() <= c.gives) joined.emplace_back(slice * P), given.push_back(0);
+            std::memcpy(joined[c.gives].data() + p * slice, obj.data(), slice);
+            ++given[c.gives++];
+          } else if (s.name == "act") {
+            ++c.takes;
+          } else if (s.name.rfind("ddr_", 0) != 0) {
+            std::vector<uint8_t>& out = outputs[s.name];
+            out.insert(out.end(), obj.begin(), obj.end());
+          }
+          c.held.erase(s.name);
+        } else {
+          auto e = k.entries.find(s.name);
+          if (e == k.entries.end()) fail(d, "calls " + s.name + ", which " + k.name + " does not define");
+          std::vector<uint8_t*> objects;
+          for (const std::string& f : s.operands) objects.push_back(c.held.at(f).data());
+          StageScalars scalars = c.scalars;
+          for (const auto& [name, v] : s.args) scalars[name] = v;
+          e->second(objects.data(), scalars);
+        }
+        ++c.pc;
+        busy = true;
+      }
+      std::memcpy(c.state.data(), k.state, k.state_bytes);
+    }
+  }
+  for (size_t p = 0; p < P; ++p)
+    if (cs[p].pc != cores[p]->program.size())
+      fail(d, "core " + to_string(cores[p]->at) + " stalls at step " + std::to_string(cs[p].pc) + " of its program");
+  return outputs;
+}
+
+void run_design_programs(const Design& d, HostArgs& args, const SimKernelArgs& k) {
+  if (args.size() != d.args.size()) fail(d, "takes " + std::to_string(d.args.size()) + " host arguments");
+  const std::vector<const TileUse*> cores = cores_in_order(d);
+  const StageKernel& sk = stage_kernel(cores.front()->kernel.name);
+  std::map<std::string, std::vector<uint8_t>> out =
+      run_core_programs(d, sk, program_streams(d, args), runtime_scalars(k));
+  for (const char* fifo : {"result", "kv_new"})
+    if (d.find_fifo(fifo)) drain(d, args, fifo, out[fifo]);
+  // Joined outputs: column c drains [object][core][object bytes] of its cores' "out" FIFOs.
+  for (size_t c = 0; c < cores.size() / kCores; ++c) {
+    const std::string base = "out_c" + std::to_string(c);
+    const ObjectFifo* f = d.find_fifo(base + "r0");
+    if (!f) continue;
+    const size_t obj = size_t(f->elem_bytes);
+    std::vector<uint8_t> col;
+    for (size_t o = 0; o * obj < out[base + "r0"].size(); ++o)
+      for (int r = 0; r < kCores; ++r) {
+        const std::vector<uint8_t>& v = out[base + "r" + std::to_string(r)];
+        if ((o + 1) * obj > v.size())
+          fail(d, "core (" + std::to_string(c) + "," + std::to_string(r) + ") gave fewer objects");
+        col.insert(col.end(), v.begin() + int64_t(o * obj), v.begin() + int64_t((o + 1) * obj));
+      }
+    drain(d, args, base + "_l2l3", col);
+  }
+}
+
+}  // namespace xdna::npu

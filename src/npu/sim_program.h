@@ -1,0 +1,70 @@
+// Runs a fused design's core programs (design.h CoreStep) over the stage entry points of its
+// kernel (aie_kernels/<kernel>.cc, kernels.h): every core acquires and releases its FIFO objects
+// and calls its entry points in its program's order, one core at a time until it waits for an
+// exchange the others have not given yet; the memtile join of an exchange is the cores' slices
+// side by side in (column, row) order, as the join chain builds it. This is the design data
+// driving the kernel sources directly (npu-sim's sim_exec.cpp still runs its own stage order);
+// tests/npu/test_aie_stage_kernels.cpp checks the two agree bit for bit.
+//
+// Scalars: an entry point takes int32 scalars by name, found in this order: the step's args
+// (design.h CoreStep::args), the design's params, "cores" (the core count) and "core" (the
+// core's index in (column, row) order), then the runtime scalars (SimKernelArgs as f32 bits:
+// "eps_bits", "offset_bits", "scale_bits"; "interleaved"). The emitted design.py passes only the
+// step's args and its runtime constants: the scalars the other sources read from elsewhere are
+// listed by scalars_beyond_program() (they must join the designs' kernel args).
+// The kernels' state is the sources' static L1 state: one program run at a time per process.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "npu/design.h"
+#include "npu/sim_exec.h"
+
+namespace xdna::npu {
+
+using StageScalars = std::map<std::string, int64_t>;
+// One entry point: the objects of the step's operands (in order) and the scalars by name.
+using StageEntry = std::function<void(uint8_t* const* objects, const StageScalars& scalars)>;
+
+// A kernel's stage entry points and the L1 state its source keeps between them (one per core
+// on the array; the host swaps each core's copy in and out around its calls).
+struct StageKernel {
+  std::string name;
+  std::map<std::string, StageEntry> entries;
+  std::vector<std::string> scalars;  // the scalars every entry point takes, in argument order
+  void* state = nullptr;
+  size_t state_bytes = 0;
+  std::vector<uint8_t> fresh_state = {};  // a core's state before its first call
+};
+
+// The stage kernel written as aie_kernels/<name>.cc (mlp_fused_bf16, qkv_rope_bf16,
+// attention_decode_bf16, lm_head_bf16, decode_layer_bf16); throws std::invalid_argument naming
+// `name` when there is none.
+const StageKernel& stage_kernel(const std::string& name);
+
+// The runtime scalars of `k` by name (see above).
+StageScalars runtime_scalars(const SimKernelArgs& k);
+
+// The scalars kernel `k` takes that the design's programs do not pass (its step args lack them).
+std::vector<std::string> scalars_beyond_program(const Design& d, const StageKernel& k);
+
+// Each core's DDR stream in (column, row) order: its column's fills gathered through their
+// access patterns, split [object][core][2 KiB] as the memtile split does.
+std::vector<std::vector<uint8_t>> program_streams(const Design& d, const HostArgs& args);
+
+// Runs every core's program once over `streams` (one per core, (column, row) order). Returns the
+// objects each output FIFO received ("result", "kv_new", "out_c0r1", ...), concatenated in the
+// order they were released. Throws std::invalid_argument naming the design when a program calls
+// an entry point `k` lacks, reads past its stream, or the cores stall.
+std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, const StageKernel& k,
+                                                              const std::vector<std::vector<uint8_t>>& streams,
+                                                              const StageScalars& runtime);
+
+// run_design's counterpart: the design's kernel (stage_kernel(name of its cores' kernel)) run
+// through the programs on `args`, the outputs written through the drain steps' access patterns.
+void run_design_programs(const Design& d, HostArgs& args, const SimKernelArgs& k = {});
+
+}  // namespace xdna::npu

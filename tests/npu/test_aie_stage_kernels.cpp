@@ -1,0 +1,220 @@
+// The stage kernels of the fused designs (aie_kernels/{qkv_rope,attention_decode,lm_head,
+// decode_layer}_bf16.cc), run through each design's core programs by the shared interpreter
+// (src/npu/sim_program.h), against npu-sim's own execution of the design (sim_exec.h
+// run_design): the drained outputs must be the same bytes. Shapes are small and chosen so
+// rows straddle 2 KiB objects, K/V blocks straddle objects, the attention partials take several
+// exchange rounds and (decode_layer) weights of a later stage arrive with an earlier stage's
+// last object.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "core/numeric.h"
+#include "npu/design_families.h"
+#include "npu/sim_exec.h"
+#include "npu/sim_program.h"
+
+using namespace xdna;
+using namespace xdna::npu;
+
+namespace {
+
+struct Rng {
+  std::mt19937 g{11};
+  // bf16-exact values in [lo, hi): packing them is exact.
+  std::vector<float> vals(int64_t n, float lo = -0.5f, float hi = 0.5f) {
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = bf16_to_f32(f32_to_bf16(u(g)));
+    return v;
+  }
+  std::vector<aie::bf16> bf16s(int64_t n) { return to_bf16(vals(n, -1.0f, 1.0f)); }
+};
+
+SimLayerWeights layer_weights(Rng& r, const DecodeLayerShape& s) {
+  const int64_t H = s.hidden, Q = s.heads * s.head_dim, KV = s.kv_heads * s.head_dim, I = s.intermediate;
+  SimLayerWeights w;
+  w.attn_norm = r.vals(H, 0.5f, 1.5f), w.ffn_norm = r.vals(H, 0.5f, 1.5f);
+  w.q = r.vals(Q * H), w.k = r.vals(KV * H), w.v = r.vals(KV * H), w.o = r.vals(H * Q);
+  if (s.qk_norm) w.q_norm = r.vals(s.head_dim, 0.5f, 1.5f), w.k_norm = r.vals(s.head_dim, 0.5f, 1.5f);
+  w.gate = r.vals(I * H), w.up = r.vals(I * H), w.down = r.vals(H * I);
+  return w;
+}
+
+std::vector<float> rope(int64_t D, int64_t position) {
+  std::vector<float> inv(static_cast<size_t>(D / 2));
+  for (size_t i = 0; i < inv.size(); ++i) inv[i] = std::pow(10000.0f, -2.0f * float(i) / float(D));
+  return rope_row(inv, position);
+}
+
+SimKvCache kv_cache(Rng& r, const DecodeLayerShape& s, int64_t length) {
+  SimKvCache kv(s.kv_heads, s.head_dim, length + 1);
+  for (int64_t t = 0; t < length; ++t) kv.append(r.bf16s(2 * s.kv_heads * s.head_dim));
+  return kv;
+}
+
+// npu-sim on `packed`, and the kernels through the programs on a copy: every argument the same.
+void expect_programs_match_simulator(const Design& d, const HostArgs& packed, const SimKernelArgs& k) {
+  HostArgs sim = packed, prog = packed;
+  run_design(d, sim, k);
+  run_design_programs(d, prog, k);
+  ASSERT_EQ(sim.size(), prog.size());
+  for (size_t i = 0; i < sim.size(); ++i) {
+    size_t bad = 0;
+    for (size_t b = 0; b < sim[i].size(); ++b) bad += sim[i][b] != prog[i][b];
+    EXPECT_EQ(bad, 0u) << d.name << ": argument " << d.args[i].name << " differs in " << bad << " of "
+                       << sim[i].size() << " bytes";
+  }
+}
+
+int nonzero(const std::vector<aie::bf16>& v) {
+  int n = 0;
+  for (aie::bf16 x : v) n += (x.bits & 0x7FFF) != 0;
+  return n;
+}
+
+}  // namespace
+
+TEST(AieStageKernels, QkvRopeProgramsMatchTheSimulator) {
+  Rng r;
+  for (bool qk_norm : {true, false}) {
+    for (int columns : {1, 2}) {
+      DecodeLayerShape s;
+      // hidden 240: QKV rows straddle 2 KiB objects; 2 columns: 8 cores.
+      s.hidden = 240, s.heads = 4, s.kv_heads = 2, s.head_dim = 32, s.intermediate = 64, s.qk_norm = qk_norm;
+      const Design d = qkv_rope_design(DType::BF16, s, columns);
+      const SimLayerWeights w = layer_weights(r, s);
+      const std::vector<aie::bf16> x = r.bf16s(s.hidden);
+      SimKernelArgs k;
+      k.eps = 1e-5f, k.rms_offset = qk_norm ? 0.0f : 1.0f, k.rope_interleaved = columns == 2;
+      const HostArgs a = pack_qkv_rope(d, w, x, rope(s.head_dim, 7));
+      expect_programs_match_simulator(d, a, k);
+      HostArgs out = a;
+      run_design_programs(d, out, k);
+      EXPECT_GT(nonzero(arg_bf16(d, out, "result", s.heads * s.head_dim)), 100) << d.name;
+      EXPECT_GT(nonzero(arg_bf16(d, out, "kv_new", 2 * s.kv_heads * s.head_dim)), 100) << d.name;
+    }
+  }
+}
+
+TEST(AieStageKernels, AttentionDecodeProgramsMatchTheSimulator) {
+  Rng r;
+  struct Case {
+    int64_t heads, kv_heads, head_dim, context;
+    int columns;
+  };
+  // group 4 x head_dim 64: partials of 544 bytes, three exchange rounds; K/V blocks of 19
+  // positions straddle objects. kv_heads 8 on 4 cores: two KV heads per core. 8 cores on one
+  // KV head with 5 positions: cores past the context give empty partials.
+  for (const Case c : {Case{8, 2, 64, 37, 1}, Case{8, 8, 32, 21, 1}, Case{4, 1, 16, 5, 2}}) {
+    DecodeLayerShape s;
+    s.hidden = 64, s.heads = c.heads, s.kv_heads = c.kv_heads, s.head_dim = c.head_dim, s.intermediate = 64;
+    s.context = c.context;
+    const Design d = attention_decode_design(s, c.columns);
+    const SimKvCache kv = kv_cache(r, s, c.context + 2);
+    const std::vector<aie::bf16> q = r.bf16s(s.heads * s.head_dim);
+    SimKernelArgs k;
+    if (c.kv_heads == 8) k.attn_scale = 0.3f;
+    const HostArgs a = pack_attention_decode(d, q, kv);
+    expect_programs_match_simulator(d, a, k);
+    HostArgs out = a;
+    run_design_programs(d, out, k);
+    EXPECT_GT(nonzero(arg_bf16(d, out, "result", s.heads * s.head_dim)), int(s.heads * s.head_dim) / 2) << d.name;
+  }
+}
+
+TEST(AieStageKernels, LmHeadProgramsMatchTheSimulator) {
+  Rng r;
+  // vocab 2100 on 4 cores: 525 rows each, three logits objects of 256 rows; hidden 48: the
+  // gamma and the first rows share an object, rows straddle objects. vocab 100, hidden 16: one
+  // object of 25 rows, the padding rows after it in the same DDR object.
+  for (const auto [vocab, hidden] : {std::pair<int64_t, int64_t>{2100, 48}, {1000, 48}, {100, 16}}) {
+    const Design d = lm_head_design(DType::BF16, vocab, hidden, 1);
+    const std::vector<float> gamma = r.vals(hidden, 0.5f, 1.5f), head = r.vals(vocab * hidden);
+    const std::vector<aie::bf16> x = r.bf16s(hidden);
+    SimKernelArgs k;
+    k.eps = 1e-6f;
+    const HostArgs a = pack_lm_head(d, gamma, head, x);
+    expect_programs_match_simulator(d, a, k);
+    HostArgs out = a;
+    run_design_programs(d, out, k);
+    const std::vector<float> logits = lm_head_logits(d, out);
+    int n = 0;
+    for (float v : logits) n += v != 0.0f;
+    EXPECT_GT(n, int(vocab) * 9 / 10) << d.name;
+  }
+}
+
+TEST(AieStageKernels, DecodeLayerProgramsMatchTheSimulator) {
+  Rng r;
+  for (bool gelu : {false, true}) {
+    DecodeLayerShape s;
+    // hidden 240, intermediate 272: the gate rows start inside the o stage's last object and
+    // the down rows inside gate_up's (the carry); partials over two exchange rounds.
+    s.hidden = 240, s.heads = 4, s.kv_heads = 2, s.head_dim = 32, s.intermediate = 272, s.qk_norm = !gelu;
+    s.gelu = gelu;
+    SimKvCache kv = kv_cache(r, s, 8);
+    s.context = kv.length + 1;
+    const Design d = decode_layer_design(DType::BF16, s, 1);
+    const SimLayerWeights w = layer_weights(r, s);
+    const std::vector<aie::bf16> x = r.bf16s(s.hidden);
+    SimKernelArgs k;
+    k.eps = 1e-6f;
+    const HostArgs a = pack_decode_layer(d, w, x, rope(s.head_dim, kv.length), kv);
+    expect_programs_match_simulator(d, a, k);
+    HostArgs out = a;
+    run_design_programs(d, out, k);
+    EXPECT_GT(nonzero(arg_bf16(d, out, "result", s.hidden)), int(s.hidden) / 2) << d.name;
+    EXPECT_GT(nonzero(arg_bf16(d, out, "kv_new", 2 * s.kv_heads * s.head_dim)), 100) << d.name;
+  }
+}
+
+TEST(AieStageKernels, DecodeLayerGemmaOptionsMatchTheSimulator) {
+  Rng r;
+  DecodeLayerShape s;
+  // Gemma 3's layer: GeGLU, QK-norm, gamma offset 1, post-norms (a gamma after the o rows and
+  // after the down rows), a sliding window shorter than the cache.
+  s.hidden = 240, s.heads = 4, s.kv_heads = 1, s.head_dim = 64, s.intermediate = 272, s.qk_norm = true;
+  s.gelu = true, s.post_norms = true, s.window = 6;
+  SimKvCache kv = kv_cache(r, s, 11);
+  s.context = kv.length + 1;
+  const Design d = decode_layer_design(DType::BF16, s, 1);
+  SimLayerWeights w = layer_weights(r, s);
+  w.post_attn_norm = r.vals(s.hidden, -0.5f, 0.5f), w.post_ffn_norm = r.vals(s.hidden, -0.5f, 0.5f);
+  const std::vector<aie::bf16> x = r.bf16s(s.hidden);
+  SimKernelArgs k;
+  k.rms_offset = 1.0f;
+  const HostArgs a = pack_decode_layer(d, w, x, rope(s.head_dim, kv.length), kv);
+  expect_programs_match_simulator(d, a, k);
+  HostArgs out = a;
+  run_design_programs(d, out, k);
+  EXPECT_GT(nonzero(arg_bf16(d, out, "result", s.hidden)), int(s.hidden) / 2) << d.name;
+}
+
+TEST(AieStageKernels, InterpreterRefusesAKernelWithoutTheProgramsEntryPoints) {
+  DecodeLayerShape s;
+  s.hidden = 64, s.heads = 2, s.kv_heads = 1, s.head_dim = 32, s.intermediate = 64;
+  const Design d = mlp_fused_design(DType::BF16, s, 1);
+  HostArgs a;
+  for (const HostArg& h : d.args) a.emplace_back(size_t(h.bytes), uint8_t{0});
+  EXPECT_THROW(run_core_programs(d, stage_kernel("qkv_rope_bf16"), program_streams(d, a), runtime_scalars({})),
+               std::invalid_argument);
+  EXPECT_THROW(stage_kernel("mlp_fused_int8"), std::invalid_argument);
+  // mlp_fused's programs pass every scalar its entry points take.
+  EXPECT_TRUE(scalars_beyond_program(d, stage_kernel("mlp_fused_bf16")).empty());
+}
+
+TEST(AieStageKernels, InterpreterRefusesADesignPastTheKernelsL1State) {
+  DecodeLayerShape s;
+  s.hidden = 8192, s.heads = 2, s.kv_heads = 1, s.head_dim = 32, s.intermediate = 64;  // hidden > 4096
+  const Design d = qkv_rope_design(DType::BF16, s, 1);
+  HostArgs a;
+  for (const HostArg& h : d.args) a.emplace_back(size_t(h.bytes), uint8_t{0});
+  try {
+    run_design_programs(d, a);
+    ADD_FAILURE() << "ran a design past the state's bounds";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("hidden 8192 > 4096"), std::string::npos) << e.what();
+  }
+}
