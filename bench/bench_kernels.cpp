@@ -5,10 +5,14 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "core/cpu.h"
 #include "core/parallel.h"
+#include "host/gemm.h"
 #include "host/matmul.h"
 #include "host/matmul_bench.h"
 
@@ -44,6 +48,52 @@ BENCHMARK(BM_Gemv)
                     int(DType::BFP16), int(DType::Q8_0), int(DType::Q4_0), int(DType::Q4_K), int(DType::Q5_K),
                     int(DType::Q6_K)},
                    {64}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// One thread, GGML decode GEMV kernels side by side in one process: the AVX-512 one-row dot
+// (variant 0, rows in order) against the four-rows-per-pass row kernel (variant 1) on the same
+// matrix and the same quantized x, K = 1024 (Qwen3-0.6B's hidden size). Args: dtype, MiB,
+// variant. 28 MiB mostly fits the 32 MiB L3 (compute-bound); 128 MiB is a DRAM stream.
+void BM_GgmlRows(benchmark::State& state) {
+  const auto t = static_cast<DType>(state.range(0));
+  const bool row_kernel = state.range(2) == 1;
+  const host::IsaKernels& kern = host::avx512_kernels();
+  if (active_isa() != Isa::Avx512 || !has_avx512_vnni()) {
+    state.SkipWithError("needs AVX-512 VNNI");
+    return;
+  }
+  const int64_t K = 1024, n = (state.range(1) << 20) / dtype_bytes(t, K);
+  Tensor w = host::random_weights(t, n, K, 7);
+  Tensor x = host::random_weights(DType::F32, 1, K, 9);
+  std::vector<int8_t> q(K);
+  std::vector<float> scale4(K / 4), xsum16(K / 16);
+  std::vector<int32_t> neg8sum4(K / 4);
+  kern.quantize_x_s8(x.data<float>(), K, q.data(), scale4.data(), xsum16.data());
+  for (int64_t j = 0; j < K / 4; ++j) neg8sum4[j] = -8 * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
+  host::XRow xr{x.data<float>(), nullptr, nullptr, K};
+  xr.q_s8 = q.data();
+  xr.q_scale4 = scale4.data();
+  xr.q_xsum16 = xsum16.data();
+  xr.q_neg8sum4 = neg8sum4.data();
+  host::WeightRows wr{t, reinterpret_cast<const uint8_t*>(w.raw()), dtype_bytes(t, K), n, K};
+  const host::RowsKernel rows = t == DType::Q6_K ? kern.rows_q6_k : kern.rows_q4_0;
+  float (*dot)(const uint8_t*, const host::XRow&) = t == DType::Q6_K ? kern.dot_q6_k : kern.dot_q4_0;
+  std::vector<float> y(n);
+  for (auto _ : state) {
+    if (row_kernel) {
+      for (int64_t r = 0; r < n; r += host::kGemvRows)
+        rows(wr, r, static_cast<int>(std::min<int64_t>(host::kGemvRows, n - r)), xr, y.data() + r);
+    } else {
+      for (int64_t r = 0; r < n; ++r) y[r] = dot(wr.row(r), xr);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * w.nbytes());
+  state.SetLabel(std::string(dtype_name(t)) + (row_kernel ? " row kernel" : " one-row dot"));
+}
+BENCHMARK(BM_GgmlRows)
+    ->ArgsProduct({{int(DType::Q4_0), int(DType::Q6_K)}, {28, 128}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

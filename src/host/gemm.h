@@ -120,9 +120,12 @@ struct IsaKernels {
   // q_scale4, q_neg8sum4. (Q8_0 keeps the one-row dot: its two interleaved far-apart streams
   // measured faster than four adjacent rows, being bandwidth-bound rather than compute-bound.)
   RowsKernel rows_q4_0 = nullptr;
+  // Q6_K row kernel, four rows per pass (gemm_ggml_avx512.cpp; AVX-512 VNNI): q_s8, q_scale4, q_xsum16.
+  RowsKernel rows_q6_k = nullptr;
 };
 
 void rows_q4_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
+void rows_q6_k_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
 
 // The AVX2 panel packer, shared by the AVX-512 table (every AVX-512 CPU has AVX2).
 void pack_panel_avx2(const float* const* src, int64_t nr, int64_t NR, int64_t kc, float* dst);

@@ -795,7 +795,8 @@ const IsaKernels& avx512_kernels() {
                                __builtin_cpu_supports("avx512vbmi") ? rows_bfp16 : nullptr,
                                quantize_x_s8,
                                quantize_x_q8,
-                               rows_q4_0_avx512};
+                               rows_q4_0_avx512,
+                               rows_q6_k_avx512};
   return k;
 }
 

@@ -1,4 +1,4 @@
-// GEMV row kernel for GGML Q4_0 weights (AVX-512 VNNI), four rows at a time.
+// GEMV row kernels for GGML Q4_0 and Q6_K weights (AVX-512 VNNI), four rows at a time.
 //
 // The one-row dot (gemm_avx512.cpp) spends most of each 32-value block on per-block scalar work
 // (the f16 scale, x's scale, the -8 offset); at decode that, not DRAM, bounded it (~13 GB/s on
@@ -77,6 +77,61 @@ void q4_0_rows(const uint8_t* const* row, const uint8_t* ahead, const XRow& x, f
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
+// Q6_K (210-byte super-blocks of 256: ql[128], qh[64], int8 scales[16], f16 d), four rows per
+// pass. Value v of half h (128 values) is (low or high nibble of ql[64h + v % 64]) | (2 bits of
+// qh[32h + v % 32]) << 4, stored + 32. The one-row dot (gemm_avx512.cpp) spent ~11 vector ops per
+// 64 values on that decode; here the 2 bits go straight to bits 4-5 with one 16-bit variable shift
+// and one mask, and one vpternlogd merges them with the nibble (and it away). x (values, scales,
+// per-16 sums) is loaded once per step for all the rows. The -32 comes off per super-block as
+// 32·Σ d·scale·Σx̂ over its 16 sub-blocks (q_xsum16).
+constexpr int kQ6Bytes = 210;
+
+template <int R>
+void q6_k_rows(const uint8_t* const* row, const uint8_t* ahead, const XRow& x, float* out) {
+  const int64_t supers = x.k / 256;
+  const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
+  // Values 0-31 take qh bits 0-1 (<< 4), values 32-63 bits 2-3 (<< 2); 64-95 bits 4-5 (as they
+  // are), 96-127 bits 6-7 (>> 2). A 16-bit shift moves both bytes alike; the mask keeps bits 4-5.
+  const __m512i shl01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+  const __m512i shr23 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+  // vpdpbusd lane j covers 4 values, so sub-block scale s (16 values) spans 4 lanes.
+  const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  const __m512i four = _mm512_set1_epi32(4);
+  __m512 acc[R], corr[R];
+  for (int r = 0; r < R; ++r) acc[r] = corr[r] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    prefetch_span(ahead + sb * 4 * kQ6Bytes, 4 * kQ6Bytes);
+    const __m512 xs16 = _mm512_loadu_ps(x.q_xsum16 + sb * 16);
+    __m512 scf[R];  // d·scale per sub-block
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* p = row[r] + sb * kQ6Bytes;
+      const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192))));
+      scf[r] = _mm512_mul_ps(sc, _mm512_set1_ps(_cvtsh_ss(static_cast<unsigned short>(p[208] | (p[209] << 8)))));
+      corr[r] = _mm512_fmadd_ps(scf[r], xs16, corr[r]);
+    }
+    for (int h = 0; h < 2; ++h) {
+      const int64_t c = sb * 256 + 128 * h;
+      const __m512i x01 = _mm512_loadu_si512(x.q_s8 + c), x23 = _mm512_loadu_si512(x.q_s8 + c + 64);
+      const __m512 xsc01 = _mm512_loadu_ps(x.q_scale4 + c / 4), xsc23 = _mm512_loadu_ps(x.q_scale4 + c / 4 + 16);
+      const __m512i i01 = _mm512_add_epi32(spread, _mm512_set1_epi32(8 * h)), i23 = _mm512_add_epi32(i01, four);
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* p = row[r] + sb * kQ6Bytes;
+        const __m512i l = _mm512_loadu_si512(p + 64 * h);
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h)));
+        // 0xEA: (a & b) | c
+        const __m512i q01 = _mm512_ternarylogic_epi32(l, low4, _mm512_and_si512(_mm512_sllv_epi16(qh, shl01), bits45), 0xEA);
+        const __m512i q23 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4), low4,
+                                                      _mm512_and_si512(_mm512_srlv_epi16(qh, shr23), bits45), 0xEA);
+        const __m512i s01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q01, x01);
+        const __m512i s23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q23, x23);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s01), _mm512_mul_ps(_mm512_permutexvar_ps(i01, scf[r]), xsc01), acc[r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s23), _mm512_mul_ps(_mm512_permutexvar_ps(i23, scf[r]), xsc23), acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) - 32 * _mm512_reduce_add_ps(corr[r]);
+}
+
 // Rows n .. n + count in groups of four, the remainder one at a time.
 // (Prefetches past the matrix's end are harmless: a prefetch never faults.)
 using Kernel = void (*)(const uint8_t* const*, const uint8_t*, const XRow&, float*);
@@ -97,6 +152,10 @@ void rows_by_four(const WeightRows& w, int64_t n, int count, const XRow& x, floa
 
 void rows_q4_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out) {
   rows_by_four<q4_0_rows<4>, q4_0_rows<1>>(w, n, count, x, out);
+}
+
+void rows_q6_k_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out) {
+  rows_by_four<q6_k_rows<4>, q6_k_rows<1>>(w, n, count, x, out);
 }
 
 }  // namespace xdna::host

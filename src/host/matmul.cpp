@@ -141,6 +141,7 @@ RowsKernel rows_kernel(const IsaKernels& kern, const WeightRows& w) {
     case DType::I4: return has_avx512_vnni() && K % 128 == 0 && w.group % 128 == 0 ? kern.rows_i4 : nullptr;
     case DType::BFP16: return has_avx512_vnni() && K % 64 == 0 ? kern.rows_bfp16 : nullptr;
     case DType::Q4_0: return has_avx512_vnni() ? kern.rows_q4_0 : nullptr;
+    case DType::Q6_K: return has_avx512_vnni() ? kern.rows_q6_k : nullptr;
     default: return nullptr;
   }
 }

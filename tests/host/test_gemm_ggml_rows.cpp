@@ -1,7 +1,8 @@
-// The four-rows-at-a-time GEMV kernel for GGML Q4_0 (gemm_ggml_avx512.cpp) against a scalar
-// reference on the same int8-quantized x: the integer block sums must be exact, so the result may
-// differ only by f32 rounding. Odd row counts (groups of four plus a remainder) and odd block
-// counts (the 256-bit tail). The AVX2 and scalar paths of the same matmuls: test_matmul.cpp.
+// The four-rows-at-a-time GEMV kernels for GGML Q4_0 and Q6_K (gemm_ggml_avx512.cpp) against
+// scalar references written from the GGML block layouts, on the same int8-quantized x: the integer
+// block sums must be exact, so the result may differ only by f32 rounding. Odd row counts (groups
+// of four plus a remainder) and odd block counts (Q4_0's 256-bit tail). The AVX2 and scalar paths
+// of the same matmuls: test_matmul.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,6 +41,11 @@ Quantized quantize(const std::vector<float>& x) {
     for (int64_t j = b / 4; j < b / 4 + 8; ++j) r.scale4[j] = amax / 127;
   }
   for (int64_t j = 0; j < K / 4; ++j) r.neg8sum4[j] = -8 * (r.q[4 * j] + r.q[4 * j + 1] + r.q[4 * j + 2] + r.q[4 * j + 3]);
+  for (int64_t j = 0; j < K / 16; ++j) {
+    int sum = 0;
+    for (int64_t k = 16 * j; k < 16 * j + 16; ++k) sum += r.q[k];
+    r.xsum16[j] = r.scale4[j * 4] * static_cast<float>(sum);
+  }
   return r;
 }
 
@@ -101,6 +107,79 @@ void check(int64_t N, int64_t K, uint32_t seed) {
   }
 }
 
+// Q6_K super-block of 256 (210 bytes): ql[128], qh[64], int8 scales[16], f16 d. In half h
+// (values 128h ..), for l < 32: value l = low nibble of ql[64h + l] | (qh[32h + l] bits 0-1) << 4,
+// l + 32: low nibble of ql[64h + 32 + l] | bits 2-3, l + 64: high nibble of ql[64h + l] | bits
+// 4-5, l + 96: high nibble of ql[64h + 32 + l] | bits 6-7; w = d · scale[v / 16] · (q - 32).
+int q6_k_quant(const uint8_t* p, int v) {
+  const int h = v / 128, j = v % 128, l = j % 32, part = j / 32;
+  const uint8_t ql = p[64 * h + l + (part & 1) * 32], qh = p[128 + 32 * h + l];
+  const int low = part < 2 ? ql & 15 : ql >> 4;
+  return low | (((qh >> (2 * part)) & 3) << 4);
+}
+
+// Σ w·x̂ for a Q6_K row in double; *mag gets Σ |d·scale|·s_x·16·64·127 (the f32 rounding scale).
+double reference_q6_k(const uint8_t* row, const Quantized& x, int64_t K, double* mag) {
+  double sum = 0;
+  *mag = 0;
+  for (int64_t sb = 0; sb < K / 256; ++sb) {
+    const uint8_t* p = row + sb * 210;
+    uint16_t h;
+    std::memcpy(&h, p + 208, 2);
+    const double d = half_to_float(h);
+    for (int v = 0; v < 256; ++v) {
+      const int64_t k = sb * 256 + v;
+      const double sc = d * static_cast<int8_t>(p[192 + v / 16]);
+      sum += sc * (q6_k_quant(p, v) - 32) * x.q[k] * x.scale4[k / 4];
+      *mag += std::fabs(sc) * x.scale4[k / 4] * 64 * 127;
+    }
+  }
+  return sum;
+}
+
+// N random Q6_K rows of K values (finite scales), packed as a matrix.
+std::vector<uint8_t> random_q6_k(int64_t N, int64_t K, std::mt19937& rng) {
+  std::vector<uint8_t> bytes(N * K / 256 * 210);
+  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+  for (int64_t b = 0; b < N * K / 256; ++b) {  // d of about 2^-12 .. 2^-9, either sign
+    const uint16_t d = static_cast<uint16_t>(((rng() & 1) << 15) | ((3 + rng() % 4) << 10) | (rng() & 1023));
+    std::memcpy(bytes.data() + b * 210 + 208, &d, 2);
+  }
+  return bytes;
+}
+
+void check_q6_k(int64_t N, int64_t K, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::vector<uint8_t> bytes = random_q6_k(N, K, rng);
+  std::uniform_real_distribution<float> uni(-2.f, 2.f);
+  std::vector<float> x(K);
+  for (auto& v : x) v = uni(rng);
+  const Quantized xq = quantize(x);
+  XRow xr{x.data(), nullptr, nullptr, K};
+  xr.q_s8 = xq.q.data();
+  xr.q_scale4 = xq.scale4.data();
+  xr.q_xsum16 = xq.xsum16.data();
+  WeightRows w;
+  w.dtype = DType::Q6_K;
+  w.data = bytes.data();
+  w.row_bytes = K / 256 * 210;
+  w.rows = N;
+  w.cols = K;
+  std::vector<float> out(N);
+  for (int64_t n = 0; n < N; n += kGemvRows) {
+    const int count = static_cast<int>(std::min<int64_t>(kGemvRows, N - n));
+    rows_q6_k_avx512(w, n, count, xr, out.data() + n);
+  }
+  for (int64_t n = 0; n < N; ++n) {
+    double mag;
+    const double ref = reference_q6_k(w.row(n), xq, K, &mag);
+    ASSERT_NEAR(out[n], ref, 1e-6 * mag) << "N=" << N << " K=" << K << " row " << n;
+    // The one-row AVX-512 dot on the same x: the same sums in another order.
+    const float one = avx512_kernels().dot_q6_k(w.row(n), xr);
+    ASSERT_NEAR(out[n], one, 1e-6 * mag) << "one-row dot, N=" << N << " K=" << K << " row " << n;
+  }
+}
+
 bool has_kernels() { return active_isa() == Isa::Avx512 && has_avx512_vnni(); }
 
 TEST(GemmGgmlRows, Q4_0MatchesScalarReference) {
@@ -110,21 +189,64 @@ TEST(GemmGgmlRows, Q4_0MatchesScalarReference) {
     for (int64_t K : {32, 288, 1056}) check(N, K, seed++);
 }
 
-// Through host::matmul: the AVX-512 GEMV (the Q4_0 row kernel, the Q8_0 dot) and the AVX2
-// one-row dots agree to f32 rounding, both from the same quantized x.
+TEST(GemmGgmlRows, Q6_KMatchesScalarReference) {
+  if (!has_kernels()) GTEST_SKIP() << "no AVX-512 VNNI";
+  uint32_t seed = 300;
+  for (int64_t N : {1, 2, 4, 7, 16, 21, 37})
+    for (int64_t K : {256, 768, 1280}) check_q6_k(N, K, seed++);
+}
+
+// A row of all-extreme quants (q = 0 and 63, scales ±128 / 127) against extreme x: the integer
+// sums stay exact (no int32 overflow in vpdpbusd, none lost in the bit decode).
+TEST(GemmGgmlRows, Q6_KExtremeValues) {
+  if (!has_kernels()) GTEST_SKIP() << "no AVX-512 VNNI";
+  const int64_t N = 5, K = 512;
+  for (uint8_t fill : {uint8_t{0x00}, uint8_t{0xff}, uint8_t{0xa5}}) {
+    std::vector<uint8_t> bytes(N * K / 256 * 210, fill);
+    for (int64_t b = 0; b < N * K / 256; ++b) {
+      uint8_t* p = bytes.data() + b * 210;
+      for (int s = 0; s < 16; ++s) p[192 + s] = s % 2 ? 0x80 : 0x7f;  // -128, 127
+      const uint16_t d = 0x1c00;  // 2^-8
+      std::memcpy(p + 208, &d, 2);
+    }
+    std::vector<float> x(K);
+    for (int64_t k = 0; k < K; ++k) x[k] = k % 3 ? 1.f : -1.f;
+    const Quantized xq = quantize(x);
+    XRow xr{x.data(), nullptr, nullptr, K};
+    xr.q_s8 = xq.q.data();
+    xr.q_scale4 = xq.scale4.data();
+    xr.q_xsum16 = xq.xsum16.data();
+    WeightRows w{DType::Q6_K, bytes.data(), K / 256 * 210, N, K};
+    std::vector<float> out(N);
+    rows_q6_k_avx512(w, 0, static_cast<int>(N), xr, out.data());
+    for (int64_t n = 0; n < N; ++n) {
+      double mag;
+      const double ref = reference_q6_k(w.row(n), xq, K, &mag);
+      ASSERT_NEAR(out[n], ref, 1e-6 * mag) << "fill " << int(fill) << " row " << n;
+    }
+  }
+}
+
+// Through host::matmul: the AVX-512 GEMV (the Q4_0 and Q6_K row kernels, the Q8_0 dot) and the
+// AVX2 one-row dots agree to f32 rounding, both from the same quantized x.
 TEST(GemmGgmlRows, MatmulAgreesWithAvx2Path) {
   if (!has_kernels()) GTEST_SKIP() << "no AVX-512 VNNI";
   const Isa best = active_isa();
-  for (DType t : {DType::Q8_0, DType::Q4_0}) {
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q6_K}) {
     std::mt19937 rng(7);
-    const int64_t N = 37, K = 320;
+    const int64_t N = 37, K = t == DType::Q6_K ? 768 : 320;
     Tensor w = Tensor::empty({N, K}, t);
     auto* bytes = reinterpret_cast<uint8_t*>(w.raw());
-    const int64_t block_bytes = t == DType::Q8_0 ? 34 : 18;
     for (int64_t i = 0; i < w.nbytes(); ++i) bytes[i] = static_cast<uint8_t>(rng());
-    for (int64_t b = 0; b < N * K / 32; ++b) {
-      const uint16_t d = 0x2000 | (rng() & 1023);
-      std::memcpy(bytes + b * block_bytes, &d, 2);
+    if (t == DType::Q6_K) {
+      const std::vector<uint8_t> q6 = random_q6_k(N, K, rng);
+      std::memcpy(bytes, q6.data(), q6.size());
+    } else {
+      const int64_t block_bytes = t == DType::Q8_0 ? 34 : 18;
+      for (int64_t b = 0; b < N * K / 32; ++b) {
+        const uint16_t d = 0x2000 | (rng() & 1023);
+        std::memcpy(bytes + b * block_bytes, &d, 2);
+      }
     }
     std::vector<float> xv(2 * K);
     std::uniform_real_distribution<float> uni(-1.f, 1.f);
