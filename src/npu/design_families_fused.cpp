@@ -54,7 +54,10 @@ struct FusedSpec {
   int columns = 8;
   std::map<std::string, int64_t> params;
   std::vector<Part> parts;
-  Kernel kernel;                     // the busiest core's work per invocation
+  Kernel kernel;                     // the busiest core's work per invocation; its args are the
+                                     //   entry points' design scalars (aie_kernels/<kernel>.cc)
+  bool core_index = false;           // the entry points also take "core": the core's index in
+                                     //   (column, row) order, a per-core kernel arg
   std::vector<Buffer> core_buffers;  // resident per core (residual, normed x, accumulators)
   int exchanges = 0;                 // stages whose outputs are all-gathered on the array
   int64_t slice_bytes = 0;           // per core per exchange
@@ -101,7 +104,7 @@ void add_programs(Design& d, const FusedSpec& f, int64_t stream_objects) {
       if (n <= 0) return;
       if (n > 1) p.push_back({CoreOp::Loop, "", {}, {}, n, 3});
       p.push_back({CoreOp::Acquire, fifo});
-      p.push_back({CoreOp::Call, fn, {fifo}, f.kernel.args});
+      p.push_back({CoreOp::Call, fn, {fifo}, t.kernel.args});
       p.push_back({CoreOp::Release, fifo});
     };
     for (size_t i = 0; i < f.stages.size(); ++i) {
@@ -176,6 +179,7 @@ Design build_fused(const FusedSpec& f) {
       TileUse& t = tile(core(c, r));
       t.has_kernel = true;
       t.kernel = f.kernel;
+      if (f.core_index) t.kernel.args["core"] = c * kCores + r;
       t.buffers.push_back({"stack", kStackBytes, DType::I8});
       for (const Buffer& b : f.core_buffers) t.buffers.push_back(b);
     }
@@ -378,8 +382,10 @@ Design qkv_rope_design(DType dtype, const DecodeLayerShape& s, int columns) {
   f.parts = {{"x", s.hidden * 2, true},
              {"weights", s.hidden * 2 + st.wbytes(n, s.hidden) + (s.qk_norm ? 4 * s.head_dim : 0), false},
              {"rope", 2 * s.head_dim * 2, true}};
-  f.kernel = {"qkv_rope_" + std::string(dtype_name(dtype)), dtype, {{"hidden", s.hidden}}, 0,
-              st.rows(n) * s.hidden, s.hidden * 3 + st.rope_ops()};
+  f.kernel = {"qkv_rope_" + std::string(dtype_name(dtype)), dtype,
+              {{"cores", st.P}, {"head_dim", s.head_dim}, {"heads", s.heads}, {"hidden", s.hidden},
+               {"kv_heads", s.kv_heads}, {"qk_norm", s.qk_norm}},
+              0, st.rows(n) * s.hidden, s.hidden * 3 + st.rope_ops()};
   f.exchanges = 1;
   f.slice_bytes = round_up(st.rows(n) * 2, 4);
   f.core_buffers = {{"x", s.hidden * 2, DType::BF16}, {"qkv", n * 2, DType::BF16}};
@@ -402,7 +408,11 @@ Design attention_decode_design(const DecodeLayerShape& s, int columns) {
   f.params = {{"heads", s.heads}, {"kv_heads", s.kv_heads}, {"head_dim", s.head_dim},
               {"context", s.context}, {"positions_per_core", st.positions_per_core()}};
   f.parts = {{"q", st.q_dim() * 2, true}, {"kv", st.kv_bytes(), false}};
-  f.kernel = {"attention_decode_bf16", DType::BF16, {{"head_dim", s.head_dim}}, 0, st.attn_macs(), st.attn_ops()};
+  f.kernel = {"attention_decode_bf16", DType::BF16,
+              {{"context", s.context}, {"cores", st.P}, {"head_dim", s.head_dim}, {"heads", s.heads},
+               {"kv_heads", s.kv_heads}},
+              0, st.attn_macs(), st.attn_ops()};
+  f.core_index = true;
   f.slice_bytes = std::min<int64_t>(256, st.attn_partial_bytes());
   f.exchanges = int(st.attn_objects(f.slice_bytes));
   f.core_buffers = {{"q", st.q_dim() * 2, DType::BF16}, {"partial", st.attn_partial_bytes(), DType::F32},
@@ -447,9 +457,13 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   // Norms and residual adds run on every core over the whole vector (no exchange needed).
   const int64_t ops = (s.post_norms ? 4 : 2) * s.hidden * 3 + 2 * s.hidden + st.rope_ops() + st.attn_ops() +
                       st.act_ops();
+  // post_norms is always passed (0 or 1): Qwen3 and Gemma 3 layers call one signature.
   f.kernel = {"decode_layer_" + std::string(dtype_name(dtype)), dtype,
-              {{"hidden", s.hidden}, {"context", s.context}}, 0, macs, ops};
-  if (s.post_norms) f.kernel.args["post_norms"] = 1;
+              {{"context", s.context}, {"cores", st.P}, {"gelu", s.gelu}, {"head_dim", s.head_dim},
+               {"heads", s.heads}, {"hidden", s.hidden}, {"intermediate", s.intermediate},
+               {"kv_heads", s.kv_heads}, {"post_norms", s.post_norms ? 1 : 0}, {"qk_norm", s.qk_norm}},
+              0, macs, ops};
+  f.core_index = true;
   // Exchanged stages: qkv, attention partials (several objects), o, h, down.
   f.slice_bytes = round_up(std::max({st.rows(n_qkv) * 2, st.rows(s.intermediate) * 2, st.rows(s.hidden) * 2}), 4);
   f.exchanges = 4 + int(st.attn_objects(f.slice_bytes));
@@ -490,8 +504,8 @@ Design lm_head_design(DType dtype, int64_t vocab, int64_t hidden, int columns) {
            std::to_string(hidden) + "_c" + std::to_string(columns);
   f.params = {{"vocab", vocab}, {"hidden", hidden}, {"vocab_pad", rows * P}};
   f.parts = {{"x", hidden * 2, true}, {"weights", hidden * 2 + rows * dtype_bytes(dtype, hidden), false}};
-  f.kernel = {"lm_head_" + std::string(dtype_name(dtype)), dtype, {{"hidden", hidden}}, 0, rows * hidden,
-              hidden * 3};
+  f.kernel = {"lm_head_" + std::string(dtype_name(dtype)), dtype,
+              {{"cores", P}, {"hidden", hidden}, {"vocab", vocab}}, 0, rows * hidden, hidden * 3};
   f.join_bytes = chunk * 4;
   f.join_objects = objects;
   f.core_buffers = {{"x", hidden * 2, DType::BF16}};

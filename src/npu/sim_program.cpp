@@ -42,12 +42,6 @@ void set_state(StageKernel& k, State& live) {
                        reinterpret_cast<const uint8_t*>(fresh.get()) + sizeof(State));
 }
 
-// A scalar only some designs of a family carry (decode_layer's post_norms: Gemma 3).
-int32_t scalar_or_zero(const StageScalars& s, const char* name) {
-  auto it = s.find(name);
-  return it == s.end() ? 0 : int32_t(it->second);
-}
-
 #define S(n) scalar(s, n)
 #define ENTRY(fn, ARGS) {#fn, [](uint8_t* const* o, const StageScalars& s) { fn(Obj{o[0]}, ARGS); }}
 
@@ -98,7 +92,7 @@ StageKernel lm_head() {
 }
 
 #define LAYER_ARGS S("context"), S("core"), S("cores"), S("gelu"), S("head_dim"), S("heads"), S("hidden"), \
-                   S("intermediate"), S("kv_heads"), scalar_or_zero(s, "post_norms"), S("qk_norm"),       \
+                   S("intermediate"), S("kv_heads"), S("post_norms"), S("qk_norm"),       \
                    S("eps_bits"), S("offset_bits"), S("interleaved"), S("scale_bits")
 StageKernel decode_layer() {
   StageKernel k{"decode_layer_bf16", {
@@ -215,10 +209,12 @@ std::vector<std::string> scalars_beyond_program(const Design& d, const StageKern
   const StageScalars runtime = runtime_scalars({});
   std::vector<std::string> beyond;
   for (const std::string& name : k.scalars) {
-    bool in_program = runtime.count(name) > 0;  // passed by design.py as its runtime constants
+    if (runtime.count(name)) continue;  // passed by design.py as its runtime constants
+    bool every_call = true;
     for (const TileUse& t : d.tiles)
-      if (t.has_kernel && t.kernel.args.count(name)) in_program = true;
-    if (!in_program) beyond.push_back(name);
+      for (const CoreStep& s : t.program)
+        if (s.op == CoreOp::Call && !s.args.count(name)) every_call = false;
+    if (!every_call) beyond.push_back(name);
   }
   return beyond;
 }
@@ -262,19 +258,19 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
     std::vector<std::array<int64_t, 3>> loops;  // first step, end, iterations left
     std::map<std::string, std::vector<uint8_t>> held;
     std::vector<uint8_t> state;
-    StageScalars scalars;
   };
   std::vector<Core> cs(P);
-  for (size_t p = 0; p < P; ++p) {
-    Core& c = cs[p];
-    c.state = k.fresh_state;
-    c.scalars = runtime;  // lowest precedence first: later inserts overwrite
-    for (const auto& [name, v] : d.params) c.scalars[name] = v;
-    c.scalars["cores"] = int64_t(P);
-    c.scalars["core"] = int64_t(p);
-  }
-  if (const std::string why = state_bounds(k.name, cs[0].scalars); !why.empty())
+  for (Core& c : cs) c.state = k.fresh_state;
+  // The L1 bounds are checked on the design's kernel args (what every Call passes).
+  StageScalars bounds = runtime;
+  for (const auto& [name, v] : cores[0]->kernel.args) bounds[name] = v;
+  if (const std::string why = state_bounds(k.name, bounds); !why.empty())
     fail(d, k.name + " cannot run it: " + why);
+  if (const std::vector<std::string> missing = scalars_beyond_program(d, k); !missing.empty()) {
+    std::string names;
+    for (const std::string& n : missing) names += (names.empty() ? "" : ", ") + n;
+    fail(d, "its kernel args lack " + names + ", which " + k.name + " takes");
+  }
   std::vector<std::vector<uint8_t>> joined;  // per exchange round: every core's slice in order
   std::vector<size_t> given;
   std::map<std::string, std::vector<uint8_t>> outputs;
@@ -325,7 +321,7 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
           if (e == k.entries.end()) fail(d, "calls " + s.name + ", which " + k.name + " does not define");
           std::vector<uint8_t*> objects;
           for (const std::string& f : s.operands) objects.push_back(c.held.at(f).data());
-          StageScalars scalars = c.scalars;
+          StageScalars scalars = runtime;
           for (const auto& [name, v] : s.args) scalars[name] = v;
           e->second(objects.data(), scalars);
         }

@@ -6,12 +6,12 @@
 // driving the kernel sources directly (npu-sim's sim_exec.cpp still runs its own stage order);
 // tests/npu/test_aie_stage_kernels.cpp checks the two agree bit for bit.
 //
-// Scalars: an entry point takes int32 scalars by name, found in this order: the step's args
-// (design.h CoreStep::args), the design's params, "cores" (the core count) and "core" (the
-// core's index in (column, row) order), then the runtime scalars (SimKernelArgs as f32 bits:
-// "eps_bits", "offset_bits", "scale_bits"; "interleaved"). The emitted design.py passes only the
-// step's args and its runtime constants: the scalars the other sources read from elsewhere are
-// listed by scalars_beyond_program() (they must join the designs' kernel args).
+// Scalars: an entry point takes int32 scalars by name: the step's args (design.h CoreStep::args:
+// the fused families pass their core's kernel args, "cores" and, where the kernel takes it,
+// "core", the core's index in (column, row) order), then the runtime scalars (SimKernelArgs as
+// f32 bits: "eps_bits", "offset_bits", "scale_bits"; "interleaved") -- exactly what the
+// emitted design.py passes (its runtime constants). A design whose calls lack one of the
+// kernel's scalars (scalars_beyond_program()) is refused before it runs.
 // The kernels' state is the sources' static L1 state: one program run at a time per process.
 #pragma once
 #include <cstdint>
@@ -48,7 +48,8 @@ const StageKernel& stage_kernel(const std::string& name);
 // The runtime scalars of `k` by name (see above).
 StageScalars runtime_scalars(const SimKernelArgs& k);
 
-// The scalars kernel `k` takes that the design's programs do not pass (its step args lack them).
+// The scalars kernel `k` takes that some Call step of the design's programs does not pass (the
+// runtime scalars aside); empty for the fused families.
 std::vector<std::string> scalars_beyond_program(const Design& d, const StageKernel& k);
 
 // Each core's DDR stream in (column, row) order: its column's fills gathered through their
@@ -58,7 +59,7 @@ std::vector<std::vector<uint8_t>> program_streams(const Design& d, const HostArg
 // Runs every core's program once over `streams` (one per core, (column, row) order). Returns the
 // objects each output FIFO received ("result", "kv_new", "out_c0r1", ...), concatenated in the
 // order they were released. Throws std::invalid_argument naming the design when a program calls
-// an entry point `k` lacks, reads past its stream, or the cores stall.
+// an entry point `k` lacks or without one of its scalars, reads past its stream, or the cores stall.
 std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, const StageKernel& k,
                                                               const std::vector<std::vector<uint8_t>>& streams,
                                                               const StageScalars& runtime);

@@ -7,6 +7,7 @@
 // last object.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -203,6 +204,56 @@ TEST(AieStageKernels, InterpreterRefusesAKernelWithoutTheProgramsEntryPoints) {
   EXPECT_THROW(stage_kernel("mlp_fused_int8"), std::invalid_argument);
   // mlp_fused's programs pass every scalar its entry points take.
   EXPECT_TRUE(scalars_beyond_program(d, stage_kernel("mlp_fused_bf16")).empty());
+}
+
+// Every fused family's programs pass all the design scalars its stage kernel takes (the IRON
+// worker bodies pass the same list), "core" being each core's index in (column, row) order.
+TEST(AieStageKernels, FusedDesignsCallsPassEveryScalarTheKernelTakes) {
+  DecodeLayerShape s;
+  s.hidden = 64, s.heads = 2, s.kv_heads = 1, s.head_dim = 32, s.intermediate = 64, s.context = 8;
+  DecodeLayerShape gemma = s;
+  gemma.post_norms = true, gemma.gelu = true, gemma.window = 4;
+  const std::vector<Design> designs = {qkv_rope_design(DType::BF16, s, 2), attention_decode_design(s, 2),
+                                       lm_head_design(DType::BF16, 1000, 64, 2), decode_layer_design(DType::BF16, s, 2),
+                                       decode_layer_design(DType::BF16, gemma, 2), mlp_fused_design(DType::BF16, s, 2)};
+  for (const Design& d : designs) {
+    std::vector<const TileUse*> cores;
+    for (const TileUse& t : d.tiles)
+      if (t.has_kernel) cores.push_back(&t);
+    std::sort(cores.begin(), cores.end(), [](const TileUse* a, const TileUse* b) { return a->at < b->at; });
+    ASSERT_EQ(cores.size(), 8u) << d.name;
+    const StageKernel& k = stage_kernel(cores[0]->kernel.name);
+    EXPECT_TRUE(scalars_beyond_program(d, k).empty()) << d.name;
+    const bool takes_core = std::find(k.scalars.begin(), k.scalars.end(), "core") != k.scalars.end();
+    for (size_t p = 0; p < cores.size(); ++p) {
+      EXPECT_EQ(cores[p]->kernel.args.count("core") ? cores[p]->kernel.args.at("core") : -1,
+                takes_core ? int64_t(p) : -1)
+          << d.name;
+      EXPECT_EQ(cores[p]->kernel.args.at("cores"), 8) << d.name;
+      for (const CoreStep& c : cores[p]->program)
+        if (c.op == CoreOp::Call) EXPECT_EQ(c.args, cores[p]->kernel.args) << d.name << " " << c.name;
+    }
+  }
+  // post_norms is passed either way: Qwen3 and Gemma 3 layers share one signature.
+  EXPECT_EQ(designs[3].tiles.back().kernel.args.at("post_norms") + 1, designs[4].tiles.back().kernel.args.at("post_norms"));
+}
+
+TEST(AieStageKernels, InterpreterRefusesAProgramCallWithoutAScalar) {
+  DecodeLayerShape s;
+  s.hidden = 64, s.heads = 2, s.kv_heads = 1, s.head_dim = 32, s.intermediate = 64, s.context = 8;
+  Design d = decode_layer_design(DType::BF16, s, 1);
+  for (TileUse& t : d.tiles)
+    for (CoreStep& c : t.program)
+      if (t.at.row == 3 && c.op == CoreOp::Call && c.name == "decode_layer_bf16_o") c.args.erase("heads");
+  EXPECT_EQ(scalars_beyond_program(d, stage_kernel("decode_layer_bf16")), std::vector<std::string>{"heads"});
+  HostArgs a;
+  for (const HostArg& h : d.args) a.emplace_back(size_t(h.bytes), uint8_t{0});
+  try {
+    run_design_programs(d, a);
+    ADD_FAILURE() << "ran a program whose call lacks 'heads'";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("lack heads"), std::string::npos) << e.what();
+  }
 }
 
 TEST(AieStageKernels, InterpreterRefusesADesignPastTheKernelsL1State) {

@@ -25,7 +25,7 @@ DecoderPlanInput fixture(const std::string& family) {
   const int64_t heads = c["num_attention_heads"];
   in.shape = {c["hidden_size"], heads, c["num_key_value_heads"],
               c.value("head_dim", int64_t(c["hidden_size"]) / heads), c["intermediate_size"], 1,
-              family != "llama" && family != "llama3", family == "gemma3"};
+              family != "llama" && family != "llama3", family == "gemma3", 0, family == "gemma3"};
   if (c.contains("layer_types") && c["sliding_window"].is_number()) {
     in.sliding_window = c["sliding_window"];
     for (const auto& t : c["layer_types"]) in.layer_is_local.push_back(t == "sliding_attention");
@@ -37,7 +37,8 @@ DecoderPlanInput qwen3_06b() {
   return {"Qwen3-0.6B", "qwen3", 28, 151936, {1024, 16, 8, 128, 3072, 1, true, false}, {}, 0};
 }
 DecoderPlanInput gemma3_270m() {
-  DecoderPlanInput in{"gemma-3-270m", "gemma3", 18, 262144, {640, 4, 1, 256, 2048, 1, true, true}, {}, 512};
+  // Sandwich norms; the planner gives the local layers the window (sliding_window 512).
+  DecoderPlanInput in{"gemma-3-270m", "gemma3", 18, 262144, {640, 4, 1, 256, 2048, 1, true, true, 0, true}, {}, 512};
   for (int i = 0; i < 18; ++i) in.layer_is_local.push_back(i % 6 != 5);  // 5 local : 1 global
   return in;
 }
@@ -85,6 +86,11 @@ TEST(DecoderPlan, GemmaLocalAndGlobalLayersShareOneDesign) {
   EXPECT_TRUE(p.layers[0].local);
   EXPECT_FALSE(p.layers[5].local);
   EXPECT_EQ(p.layers[0].designs, p.layers[5].designs);  // the context is a runtime parameter
+  // Every layer is the whole-layer design with Gemma's sandwich norms.
+  for (const DecoderLayerPlan& l : p.layers) {
+    ASSERT_TRUE(l.fused) << l.note;
+    EXPECT_NE(l.designs.at(0).find("_pn_"), std::string::npos) << l.designs.at(0);
+  }
   EXPECT_LE(p.cost.run.configures, 2);
   // Local layers read at most the window: 15 x 512 + 3 x 4096 positions of 1 x 256 K and V.
   EXPECT_EQ(p.kv_read_bytes, (15 * 512 + 3 * 4096) * 2 * 256 * 2);

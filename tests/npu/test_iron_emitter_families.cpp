@@ -254,6 +254,23 @@ TEST(IronEmitterFamilies, EncoderAttentionWorkersFollowTheUnitSchedule) {
   EXPECT_NE(py.find("ATTN_SCALE_BITS = " + std::to_string(bits)), std::string::npos);
 }
 
+// A fused core passes its own index ("core", (column, row) order) with the shared scalars, in
+// the entry point's order: decode_layer's context, core, cores, gelu, head_dim, heads, hidden,
+// intermediate, kv_heads, post_norms, qk_norm, then the runtime constants.
+TEST(IronEmitterFamilies, FusedCoresPassTheirIndexWithTheShapeScalars) {
+  DecodeLayerShape s;
+  s.hidden = 64, s.heads = 2, s.kv_heads = 1, s.head_dim = 32, s.intermediate = 96, s.context = 8, s.qk_norm = true;
+  const std::string py = emit_iron(decode_layer_design(DType::BF16, s, 2));
+  for (int c = 0; c < 2; ++c)
+    for (int r = 0; r < 4; ++r) {
+      const size_t w = py.find("def core_" + std::to_string(c) + "_" + std::to_string(2 + r) + "(");
+      ASSERT_NE(w, std::string::npos);
+      const std::string call = "k_decode_layer_bf16_x(e_ddr_c" + std::to_string(c) + "r" + std::to_string(r) + ", 8, " +
+                               std::to_string(c * 4 + r) + ", 8, 0, 32, 2, 64, 96, 1, 0, 1, ";
+      EXPECT_NE(py.find(call, w), std::string::npos) << call << "\n" << py.substr(w, 800);
+    }
+}
+
 // conv2d cores call the packed entry point (weights and epilogue in one object) with the
 // scalars in the prototype's order, not the design's name order.
 TEST(IronEmitterFamilies, ConvCallsThePackedEntryPointInPrototypeOrder) {

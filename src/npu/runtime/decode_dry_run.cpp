@@ -26,9 +26,11 @@ namespace xdna::npu {
 
 // google/gemma-3-270m config.json: hidden_size 640, 4 heads / 1 KV head x head_dim 256,
 // intermediate 2048, 18 layers, vocab 262144, sliding_window 512, every 6th layer global
-// (layer_types), QK-norm, GeGLU (gelu_pytorch_tanh).
+// (layer_types), QK-norm, GeGLU (gelu_pytorch_tanh), sandwich norms (post_attention_layernorm,
+// post_feedforward_layernorm). The window is per layer: the planner sets it on the local layers
+// from sliding_window (the shape's own window stays 0, the global layers').
 DecoderPlanInput gemma3_270m_plan_input() {
-  DecoderPlanInput in{"gemma-3-270m", "gemma3", 18, 262144, {640, 4, 1, 256, 2048, 1, true, true}, {}, 512};
+  DecoderPlanInput in{"gemma-3-270m", "gemma3", 18, 262144, {640, 4, 1, 256, 2048, 1, true, true, 0, true}, {}, 512};
   for (int i = 0; i < 18; ++i) in.layer_is_local.push_back(i % 6 != 5);
   return in;
 }
