@@ -155,6 +155,7 @@ void add_bench_command(CLI::App& app) {
   kernels->callback([] { run_kernels(quick, json_out); });
   add_bench_embed_command(*bench);  // `npu bench embed`: cmd_bench_embed.cpp
   add_bench_llm_command(*bench);    // `npu bench llm`: cmd_bench_llm.cpp
+  add_bench_upscale_command(*bench);  // `npu bench upscale`: cmd_bench_upscale.cpp
 }
 
 }  // namespace xdna::cli

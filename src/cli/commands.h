@@ -11,6 +11,7 @@ void add_doctor_command(CLI::App& app);      // cmd_doctor.cpp
 void add_bench_command(CLI::App& app);       // cmd_bench.cpp
 void add_bench_embed_command(CLI::App& bench);  // cmd_bench_embed.cpp, under `bench`
 void add_bench_llm_command(CLI::App& bench);    // cmd_bench_llm.cpp, under `bench`
+void add_bench_upscale_command(CLI::App& bench);  // cmd_bench_upscale.cpp, under `bench`
 void add_checkpoint_command(CLI::App& app);  // cmd_checkpoint.cpp
 void add_model_command(CLI::App& app);       // cmd_model.cpp
 void add_serve_command(CLI::App& app);       // cmd_serve.cpp
