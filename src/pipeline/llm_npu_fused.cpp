@@ -141,19 +141,9 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
   std::shared_ptr<NpuSimFusedDecode> f = prepare(lm);
   f->for_device_ = true;
   if (!f->enabled()) return f;
-  // The device decoder (npu/runtime/fused_decoder.cpp) passes one RoPE row and the full context
-  // to every layer and uploads no post-norm gammas yet: Gemma 3 runs fused on npu-sim only.
-  std::string gemma;
-  if (f->model_.sliding_window > 0)
-    add_reason(gemma, "sliding-window layers (window " + std::to_string(f->model_.sliding_window) +
-                          ") run fused on npu-sim only: the device decoder has no per-layer window and RoPE yet");
-  if (f->model_.shape.post_norms)
-    add_reason(gemma, "sandwich norms run fused on npu-sim only: the device decoder does not pass their gammas yet");
-  if (!gemma.empty()) {
-    f->refusal_ = gemma;
-    f->model_ = {};
-    return f;
-  }
+  // Whatever npu-sim runs fused, the device decoder runs too (Gemma 3's sliding-window layers,
+  // their RoPE base and sandwich norms included: npu/runtime/fused_decoder.h); what is left is
+  // the artifacts.
   if (const std::string why = npu::fused_device_refusal(device, f->model_); !why.empty()) {
     f->refusal_ = why;
     f->model_ = {};

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -67,16 +68,16 @@ fs::path temp_dir(const std::string& tag) {
 }
 
 // K/V rows of `kPrefilled` positions with distinct non-zero values, as a prefill would leave them.
-SimDecoderState prefilled(const SimDecoderModel& m) {
+SimDecoderState prefilled(const SimDecoderModel& m, int64_t filled = kPrefilled) {
   SimDecoderState s(m, kContext);
   const int64_t kvd = m.shape.kv_heads * m.shape.head_dim;
-  for (int64_t p = 0; p < kPrefilled; ++p)
+  for (int64_t p = 0; p < filled; ++p)
     for (SimKvCache& kv : s.kv) {
       std::vector<float> row(size_t(2 * kvd));
       for (size_t i = 0; i < row.size(); ++i) row[i] = 0.01f * float(int(i % 97) - 48) + 0.5f * float(p + 1);
       kv.append(to_bf16(row));
     }
-  s.position = kPrefilled;
+  s.position = filled;
   return s;
 }
 
@@ -86,13 +87,14 @@ struct DryRun {
   FusedDeviceDryRun r;
 };
 
-DryRun run(const std::vector<int32_t>& ids, DeviceRuntimeOptions o = {}) {
+DryRun run(const std::vector<int32_t>& ids, DeviceRuntimeOptions o = {}, const std::string& model = "qwen3",
+           int64_t filled = kPrefilled) {
   DryRun x;
-  x.lm = load("qwen3");
+  x.lm = load(model);
   x.sim = NpuSimFusedDecode::prepare(*x.lm);
   EXPECT_TRUE(x.sim->enabled()) << x.sim->refusal();
   const fs::path dir = temp_dir("run");
-  x.r = fused_device_dry_run(x.sim->model(), prefilled(x.sim->model()), ids, dir.string(), o);
+  x.r = fused_device_dry_run(x.sim->model(), prefilled(x.sim->model(), filled), ids, dir.string(), o);
   fs::remove_all(dir);
   return x;
 }
@@ -283,11 +285,17 @@ TEST(NpuDeviceFusedDecode, InstructionStreamsAreTheEncoders) {
 
 // The second token (steady state) against its golden transcript: every ioctl field by field,
 // the chain and its packets word by word, the instruction streams' sha256.
+void expect_golden(const DryRun& x, const std::string& model, const std::string& file);
+
 TEST(NpuDeviceFusedDecode, SecondTokenMatchesGolden) {
-  const DryRun x = run({17, 42});
+  expect_golden(run({17, 42}), "tests/fixtures/decoders/qwen3 (2 layers, hidden 64, vocab 128), bf16, context 32",
+                "qwen3_tiny_fused_device_token.json");
+}
+
+void expect_golden(const DryRun& x, const std::string& model, const std::string& file) {
   nlohmann::json got = x.r.tokens[1].transcript;
-  got["model"] = "tests/fixtures/decoders/qwen3 (2 layers, hidden 64, vocab 128), bf16, context 32";
-  const std::string path = std::string(XDNA_FIXTURE_DIR) + "/npu_dry_run/qwen3_tiny_fused_device_token.json";
+  got["model"] = model;
+  const std::string path = std::string(XDNA_FIXTURE_DIR) + "/npu_dry_run/" + file;
   const char* update = std::getenv("XDNA_UPDATE_GOLDENS");
   if (update && std::string(update) == "1") {
     std::ofstream(path) << got.dump(1) << "\n";
@@ -357,10 +365,12 @@ TEST(NpuDeviceFusedDecode, RefusesWithNpuSimsReasonsAndMissingArtifacts) {
   DeviceRuntime rt2(std::make_unique<driver::DryRunIo>(), write_placeholder_artifacts(designs, dir2.string(), "decode"));
   const auto g = NpuSimFusedDecode::prepare(*gemma, rt2);
   fs::remove_all(dir2);
+  // Gemma 3 runs fused on the device too: refused here only for Qwen3's artifacts (its own
+  // decode_layer design, "_pn", is not among them).
   EXPECT_FALSE(g->enabled());
-  EXPECT_TRUE(NpuSimFusedDecode::prepare(*gemma)->enabled());  // fused on npu-sim, not yet on the device
-  EXPECT_NE(g->refusal().find("sliding-window layers (window 16) run fused on npu-sim only"), std::string::npos)
-      << g->refusal();
+  const std::string gemma_layer = fused_token_designs(NpuSimFusedDecode::prepare(*gemma)->model(), 0)[0].name;
+  EXPECT_NE(gemma_layer.find("_pn_"), std::string::npos) << gemma_layer;
+  EXPECT_EQ(g->refusal(), "no compiled artifact for design " + gemma_layer + " in " + dir2.string());
 
   LoadOptions o;
   o.context_length = kContext;
@@ -373,7 +383,184 @@ TEST(NpuDeviceFusedDecode, RefusesWithNpuSimsReasonsAndMissingArtifacts) {
   EXPECT_NE(q->refusal().find("npu-sim executes bf16 designs only"), std::string::npos) << q->refusal();
 }
 
-// On the NPU itself: two decode tokens of the Qwen3 fixture through the device's fused decode
+// ---- Gemma 3 (sliding-window layers 0 and 2, window 16; sandwich norms) ---------------------------
+
+namespace {
+
+constexpr int64_t kGemmaFilled = 17;  // both tokens (positions 17, 18) are past the window
+
+// The device's memory at the end of a dry run: every live BO's bytes by its device address.
+std::map<uint64_t, std::vector<uint8_t>> device_memory(const FusedDeviceDryRun& r) {
+  std::vector<driver::IoctlRecord> all = r.load_records;
+  for (const DecodeDryRun& t : r.tokens) all.insert(all.end(), t.records.begin(), t.records.end());
+  std::map<uint64_t, std::vector<uint8_t>> mem;
+  for (const driver::IoctlRecord& x : all)
+    if (x.call == "GET_BO_INFO")
+      if (const auto it = r.bo_contents.find(as<uapi::get_bo_info>(x.out).handle); it != r.bo_contents.end())
+        mem[as<uapi::get_bo_info>(x.out).xdna_addr] = it->second;
+  return mem;
+}
+
+bool is_output(const std::string& arg) { return arg == "result" || arg == "kv_new" || arg == "out"; }
+
+}  // namespace
+
+// The chain as submitted: one EXEC_CMD per token of layers + 1 packets; the local layers' packets
+// carry window 16 and context min(position + 1, 16), the global ones the full context; every
+// layer the one "_pn" design; the local layers share their own RoPE BO; no BO made per token
+// (besides the new context's instruction streams and command BOs).
+TEST(NpuDeviceFusedDecodeGemma, OneChainPerTokenWithWindowedLocalLayers) {
+  const DryRun x = run({17, 42}, {}, "gemma3", kGemmaFilled);
+  const SimDecoderModel& m = x.sim->model();
+  const size_t L = m.layers.size();
+  ASSERT_EQ(L, 4u);
+  ASSERT_EQ(m.sliding_window, 16);
+  ASSERT_TRUE(m.is_local(0) && !m.is_local(1) && m.is_local(2) && !m.is_local(3));
+  ASSERT_EQ(x.r.tokens.size(), 2u);
+  int load_shmem = 0;
+  std::set<uint32_t> shmem;
+  for (const driver::IoctlRecord& r : x.r.load_records)
+    if (r.call == "CREATE_BO" && as<uapi::create_bo>(r.in).type == uapi::BO_SHMEM) {
+      ++load_shmem;
+      shmem.insert(as<uapi::create_bo>(r.out).handle);
+    }
+  EXPECT_EQ(load_shmem, int(4 * L + 6));  // + the local layers' RoPE row
+  for (size_t t = 0; t < 2; ++t) {
+    const DecodeDryRun& tok = x.r.tokens[t];
+    const int64_t pos = kGemmaFilled + int64_t(t);
+    EXPECT_EQ(count(tok.records, "EXEC_CMD"), 1) << "token " << t;
+    ASSERT_EQ(tok.submissions.size(), 1u);
+    EXPECT_EQ(ert::decode_cmd_chain(tok.submissions[0].words).command_bo_handles.size(), L + 1);
+    ASSERT_EQ(tok.commands.size(), L + 1);
+    ASSERT_EQ(tok.invocations.size(), L + 1);
+    int to_device = 0, from_device = 0;
+    for (const driver::IoctlRecord& r : tok.records) {
+      if (r.call == "CREATE_BO") {
+        EXPECT_NE(as<uapi::create_bo>(r.in).type, uint32_t(uapi::BO_SHMEM)) << "token " << t;
+      }
+      if (r.call == "SYNC_BO" && shmem.count(as<uapi::sync_bo>(r.in).handle))
+        (as<uapi::sync_bo>(r.in).direction == uapi::SYNC_TO_DEVICE ? to_device : from_device)++;
+    }
+    EXPECT_EQ(to_device, int(3 + L)) << "token " << t;  // x, two RoPE rows, each layer's kv
+    EXPECT_EQ(from_device, int(L + 1)) << "token " << t;
+    const std::vector<Design>& d = tok.invocations;
+    for (size_t i = 0; i < L; ++i) {
+      EXPECT_EQ(d[i].name, d[0].name);
+      EXPECT_NE(d[i].name.find("_pn_"), std::string::npos) << d[i].name;
+      EXPECT_EQ(d[i].params.at("context"), m.is_local(i) ? 16 : pos + 1) << "layer " << i << ", token " << t;
+      EXPECT_EQ(d[i].params.count("window"), m.is_local(i) ? 1u : 0u) << "layer " << i;
+      EXPECT_EQ(address_of(d[i], tok.commands[i], "rope") == address_of(d[0], tok.commands[0], "rope"), m.is_local(i))
+          << "layer " << i;
+    }
+    EXPECT_EQ(address_of(d[1], tok.commands[1], "rope"), address_of(d[3], tok.commands[3], "rope"));
+    EXPECT_EQ(d[L].family, "lm_head");
+  }
+}
+
+// The last token's chain executed packet by packet by npu-sim (run_design on the bytes each packet
+// points to, every output written back where the packet drains it) gives exactly npu-sim's own
+// fused_decode_token from the same cache: logits and new K/V rows bit for bit. On the way, every
+// layer's inputs (x, weights, rope, kv, weights_rest) equal npu-sim's packing of that invocation.
+// Qwen3 and Gemma 3 (past its window: local layers read positions 3..18 only).
+TEST(NpuDeviceFusedDecodeGemma, ChainExecutedByNpuSimEqualsFusedDecodeToken) {
+  for (const auto& [model, filled] : {std::pair{"qwen3", kPrefilled}, std::pair{"gemma3", kGemmaFilled}}) {
+    SCOPED_TRACE(model);
+    const DryRun x = run({17, 42}, {}, model, filled);
+    const SimDecoderModel& m = x.sim->model();
+    const DecodeDryRun& tok = x.r.tokens.back();
+    // The cache before the last token (its earlier token's K/V row is the dry run's zeros).
+    SimDecoderState before = x.r.state;
+    for (SimKvCache& kv : before.kv) --kv.length;
+    const int64_t pos = --before.position;
+    ASSERT_EQ(pos, filled + 1);
+    SimDecoderState sim_state = before;
+    const SimTokenResult want = fused_decode_token(m, 42, sim_state);
+
+    std::map<uint64_t, std::vector<uint8_t>> mem = device_memory(x.r);
+    const int64_t H = m.shape.hidden, kvd = m.shape.kv_heads * m.shape.head_dim;
+    std::vector<float> e(m.embed.begin() + 42 * H, m.embed.begin() + 43 * H);
+    for (float& v : e) v *= m.embed_scale;
+    std::vector<aie::bf16> act = to_bf16(e);
+    std::vector<float> logits;
+    for (size_t i = 0; i < tok.invocations.size(); ++i) {
+      const Design& d = tok.invocations[i];
+      const std::vector<uint64_t> addr = bo_addresses(tok.commands[i]);
+      ASSERT_EQ(addr.size(), d.args.size()) << d.name;
+      HostArgs a(d.args.size());
+      for (size_t j = 0; j < d.args.size(); ++j)
+        a[j] = is_output(d.args[j].name) ? std::vector<uint8_t>(size_t(d.args[j].bytes), 0)
+                                         : prefix(mem.at(addr[j]), size_t(d.args[j].bytes));
+      const bool head = i + 1 == tok.invocations.size();
+      if (!head) {
+        const bool local = m.is_local(i);
+        const HostArgs packed = pack_decode_layer(d, m.layers[i], act, rope_row(local ? m.inv_freq_local : m.inv_freq, pos),
+                                                  before.kv[i]);
+        for (size_t j = 0; j < d.args.size(); ++j)
+          if (!is_output(d.args[j].name)) {
+            EXPECT_TRUE(a[j] == packed[j]) << d.args[j].name << " of layer " << i << " differs from npu-sim's packing";
+          }
+      }
+      run_design(d, a, m.kernel);
+      for (size_t j = 0; j < d.args.size(); ++j)
+        if (is_output(d.args[j].name)) std::memcpy(mem.at(addr[j]).data(), a[j].data(), a[j].size());
+      if (head) {
+        logits = lm_head_logits(d, a);
+        break;
+      }
+      act = arg_bf16(d, a, "result", H);
+      const std::vector<aie::bf16> row = arg_bf16(d, a, "kv_new", 2 * kvd);
+      const SimKvCache& kv = sim_state.kv[i];
+      for (int64_t h = 0; h < kv.kv_heads; ++h) {
+        const size_t at = size_t((h * kv.max_len + pos) * kv.head_dim), n = size_t(kv.head_dim) * 2;
+        EXPECT_EQ(std::memcmp(row.data() + h * kv.head_dim, kv.k.data() + at, n), 0) << "K of layer " << i;
+        EXPECT_EQ(std::memcmp(row.data() + kvd + h * kv.head_dim, kv.v.data() + at, n), 0) << "V of layer " << i;
+      }
+    }
+    ASSERT_EQ(logits.size(), want.logits.size());
+    EXPECT_EQ(std::memcmp(logits.data(), want.logits.data(), logits.size() * 4), 0) << "logits";
+    // Not all zero: the comparison cannot pass by accident.
+    EXPECT_NE(std::count(logits.begin(), logits.end(), 0.0f), std::ptrdiff_t(logits.size()));
+  }
+}
+
+// Gemma 3's second token (position 18, past the window) against its golden transcript
+// (XDNA_UPDATE_GOLDENS=1 build/tests/test_llm_npu_device_fused rewrites it).
+TEST(NpuDeviceFusedDecodeGemma, SecondTokenMatchesGolden) {
+  expect_golden(run({17, 42}, {}, "gemma3", kGemmaFilled),
+                "tests/fixtures/decoders/gemma3 (4 layers, local 0 and 2, window 16), bf16, context 32, 17 cached",
+                "gemma3_tiny_fused_device_token.json");
+}
+
+// `npu generate --device npu` on Gemma 3 over the dry-run driver: a prompt past the window, then
+// every decode token one chain.
+TEST(NpuDeviceFusedDecodeGemma, GenerateDecodesThroughTheDeviceChain) {
+  const auto lm = load("gemma3");
+  const auto sim = NpuSimFusedDecode::prepare(*lm);
+  const fs::path dir = temp_dir("generate_gemma");
+  artifacts::Manifest manifest = write_placeholder_artifacts(fused_token_designs(sim->model(), 0), dir.string(), "decode");
+  auto io = std::make_unique<driver::DryRunIo>();
+  const driver::DryRunIo* rec = io.get();
+  NpuBackend npu(std::make_unique<DeviceRuntime>(std::move(io), manifest));
+  const auto fused = NpuSimFusedDecode::prepare(*lm, *npu.runtime());
+  ASSERT_TRUE(fused->enabled()) << fused->refusal();
+  EXPECT_TRUE(fused->on_device());
+  HostBackend host;
+  GenerateRequest req;
+  for (int i = 0; i < 18; ++i) req.prompt.push_back(int32_t(3 + (i * 37) % 120));
+  req.sampling.temperature = 0.0f;
+  req.max_tokens = 3;
+  req.backends = {&npu, &host};
+  req.fused_decode = fused;
+  const GenerateResult r = generate(*lm, req);
+  fs::remove_all(dir);
+  ASSERT_EQ(r.completion_tokens, 3);
+  EXPECT_EQ(count(rec->records(), "EXEC_CMD"), 2);
+  EXPECT_NE(fused->placement_text().find("npu: decode ran fused on the device: 1 command chain per token (4 decode_layer"),
+            std::string::npos)
+      << fused->placement_text();
+}
+
+// On the NPU itself: two decode tokens of the Qwen3 and Gemma 3 fixtures (Gemma past its window) through the device's fused decode
 // and through npu-sim's fused_decode_token from the same prefilled cache; the logits and the new
 // K/V rows must be equal (the same kernels on the same bytes). Skips without /dev/accel or
 // without the compiled decode_layer / lm_head designs in $XDNA_NPU_ARTIFACTS (else the default
@@ -389,21 +576,24 @@ TEST(NpuHardware, FusedDecodeTokenMatchesNpuSim) {
   } catch (const std::exception& e) {
     GTEST_SKIP() << "no artifacts in " << dir << ": " << e.what();
   }
-  const auto lm = load("qwen3");
-  const auto sim = NpuSimFusedDecode::prepare(*lm);
   const DeviceLock lock = DeviceLock::acquire(*node);
   DeviceRuntime rt(driver::open_kernel_io(*node), std::move(manifest));
-  if (const std::string why = fused_device_refusal(rt, sim->model()); !why.empty()) GTEST_SKIP() << why;
-  DeviceFusedDecoder device(rt, sim->model(), kContext);
-  SimDecoderState on_device = prefilled(sim->model()), on_sim = prefilled(sim->model());
-  for (const int32_t id : {17, 42}) {
-    const std::vector<float> got = device.decode(id, on_device);
-    const SimTokenResult want = fused_decode_token(sim->model(), id, on_sim);
-    ASSERT_EQ(got.size(), want.logits.size());
-    EXPECT_EQ(std::memcmp(got.data(), want.logits.data(), got.size() * 4), 0) << "logits of token " << id;
-    for (size_t l = 0; l < on_sim.kv.size(); ++l)
-      for (const auto [a, b] : {std::pair{&on_device.kv[l].k, &on_sim.kv[l].k}, std::pair{&on_device.kv[l].v, &on_sim.kv[l].v}})
-        EXPECT_EQ(std::memcmp(a->data(), b->data(), a->size() * sizeof((*a)[0])), 0) << "K/V of layer " << l;
+  for (const auto& [model, filled] : {std::pair{"qwen3", kPrefilled}, std::pair{"gemma3", kGemmaFilled}}) {
+    SCOPED_TRACE(model);
+    const auto lm = load(model);
+    const auto sim = NpuSimFusedDecode::prepare(*lm);
+    if (const std::string why = fused_device_refusal(rt, sim->model()); !why.empty()) GTEST_SKIP() << why;
+    DeviceFusedDecoder device(rt, sim->model(), kContext);
+    SimDecoderState on_device = prefilled(sim->model(), filled), on_sim = prefilled(sim->model(), filled);
+    for (const int32_t id : {17, 42}) {
+      const std::vector<float> got = device.decode(id, on_device);
+      const SimTokenResult want = fused_decode_token(sim->model(), id, on_sim);
+      ASSERT_EQ(got.size(), want.logits.size());
+      EXPECT_EQ(std::memcmp(got.data(), want.logits.data(), got.size() * 4), 0) << "logits of token " << id;
+      for (size_t l = 0; l < on_sim.kv.size(); ++l)
+        for (const auto& [a, b] : {std::pair{&on_device.kv[l].k, &on_sim.kv[l].k}, std::pair{&on_device.kv[l].v, &on_sim.kv[l].v}})
+          EXPECT_EQ(std::memcmp(a->data(), b->data(), a->size() * sizeof((*a)[0])), 0) << "K/V of layer " << l;
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 // here).
 #include "npu/runtime/fused_decoder.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -20,10 +21,17 @@ size_t arg_index(const Design& d, const std::string& name) {
 
 uint64_t arg_size(const Design& d, const std::string& name) { return uint64_t(d.args[arg_index(d, name)].bytes); }
 
-Design layer_design(const SimDecoderModel& m, int64_t context) {
+// Layer `layer`'s shape at `context`: a sliding-window layer (Gemma 3's local ones) reads the last
+// min(context, window) positions, as fused_decode_token sets it. post_norms come with m.shape.
+DecodeLayerShape layer_shape(const SimDecoderModel& m, size_t layer, int64_t context) {
   DecodeLayerShape s = m.shape;
   s.context = context;
-  return decode_layer_design(DType::BF16, s, m.columns);
+  s.window = m.is_local(layer) ? m.sliding_window : 0;
+  return s;
+}
+
+Design layer_design(const SimDecoderModel& m, size_t layer, int64_t context) {
+  return decode_layer_design(DType::BF16, layer_shape(m, layer, context), m.columns);
 }
 
 Design head_design(const SimDecoderModel& m) { return lm_head_design(DType::BF16, m.vocab, m.shape.hidden, m.columns); }
@@ -40,13 +48,16 @@ std::span<uint8_t> upload(DeviceRuntime& rt, const std::vector<uint8_t>& bytes) 
 
 std::vector<Design> fused_token_designs(const SimDecoderModel& m, int64_t position) {
   std::vector<Design> d;
-  for (size_t i = 0; i < m.layers.size(); ++i) d.push_back(layer_design(m, position + 1));
+  for (size_t i = 0; i < m.layers.size(); ++i) d.push_back(layer_design(m, i, position + 1));
   d.push_back(head_design(m));
   return d;
 }
 
 std::string fused_device_refusal(const DeviceRuntime& rt, const SimDecoderModel& m) {
-  for (const Design& d : {layer_design(m, 1), head_design(m)})
+  if (m.sliding_window > 0 && m.inv_freq_local.size() != m.inv_freq.size())
+    return "a sliding-window model needs head_dim / 2 local RoPE frequencies";
+  // The window is a runtime parameter: local and global layers share one design (one name).
+  for (const Design& d : {layer_design(m, 0, 1), head_design(m)})
     if (!rt.has_artifact(d.name)) return "no compiled artifact for design " + d.name + " in " + rt.manifest().dir;
   return "";
 }
@@ -58,16 +69,17 @@ DeviceFusedDecoder::DeviceFusedDecoder(DeviceRuntime& rt, const SimDecoderModel&
   const int64_t H = m.shape.hidden;
   // The weights in the layout npu-sim's packer writes, converted once: a context-1 pack (x, rope
   // and KV zero) gives the weight arguments, which do not depend on the context.
-  const Design d1 = layer_design(m, 1), dmax = layer_design(m, max_len), head = head_design(m);
+  const Design d1 = layer_design(m, 0, 1), head = head_design(m);
   const std::vector<aie::bf16> zero_x(size_t(H), aie::bf16{});
   const std::vector<float> zero_rope(size_t(m.shape.head_dim), 0.0f);
   const SimKvCache empty(m.shape.kv_heads, m.shape.head_dim, 1);
-  for (const SimLayerWeights& w : m.layers) {
-    const HostArgs a = pack_decode_layer(d1, w, zero_x, zero_rope, empty);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const HostArgs a = pack_decode_layer(d1, m.layers[i], zero_x, zero_rope, empty);
     LayerBuffers b;
     b.weights = upload(rt, a[arg_index(d1, "weights")]);
     b.weights_rest = upload(rt, a[arg_index(d1, "weights_rest")]);
-    b.kv = rt.allocate_resident(arg_size(dmax, "kv"));  // the largest kv argument, at max_len
+    // The largest kv argument of this layer: at max_len (a local layer's stops at its window).
+    b.kv = rt.allocate_resident(arg_size(layer_design(m, i, max_len), "kv"));
     b.kv_new = rt.allocate_resident(arg_size(d1, "kv_new"));
     layers_.push_back(b);
   }
@@ -80,6 +92,7 @@ DeviceFusedDecoder::DeviceFusedDecoder(DeviceRuntime& rt, const SimDecoderModel&
   act_[0] = rt.allocate_resident(x_bytes);
   act_[1] = rt.allocate_resident(x_bytes);
   rope_ = rt.allocate_resident(arg_size(d1, "rope"));
+  if (m.sliding_window > 0) rope_local_ = rt.allocate_resident(arg_size(d1, "rope"));  // the local layers' base
   logits_ = rt.allocate_resident(arg_size(head, "out"));
 }
 
@@ -102,18 +115,25 @@ std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state
   const std::vector<float> rope = rope_row(m_.inv_freq, pos);
   std::memcpy(rope_.data(), rope.data(), rope.size() * 4);
   rt_.sync_to_device(rope_);
+  if (m_.sliding_window > 0) {
+    const std::vector<float> local = rope_row(m_.inv_freq_local, pos);
+    std::memcpy(rope_local_.data(), local.data(), local.size() * 4);
+    rt_.sync_to_device(rope_local_);
+  }
 
   // Each layer's kv argument: the cache plus the new token's slot, zero (as pack_decode_layer
-  // lays it out: the attention_decode packer has the same kv geometry and reads `context` rows).
+  // lays it out: the attention_decode packer has the same kv geometry and reads `context` rows,
+  // the last min(pos + 1, window) ones for a sliding-window layer).
   const std::vector<Design> designs = fused_token_designs(m_, pos);
-  DecodeLayerShape s = m_.shape;
-  s.context = pos + 1;
-  const Design attn = attention_decode_design(s, m_.columns);
-  const std::vector<aie::bf16> zero_row(size_t(2 * kvd), aie::bf16{}), zero_q(size_t(s.heads * D), aie::bf16{});
+  const std::vector<aie::bf16> zero_row(size_t(2 * kvd), aie::bf16{}),
+      zero_q(size_t(m_.shape.heads * D), aie::bf16{});
   std::vector<DesignCall> calls;
   for (size_t i = 0; i < layers_.size(); ++i) {
     SimKvCache& kv = state.kv[i];
     if (kv.length != pos) throw std::invalid_argument("npu: layer " + std::to_string(i) + "'s cache is not at the position");
+    DecodeLayerShape s = layer_shape(m_, i, pos + 1);
+    if (s.window > 0) s.context = std::min(s.context, s.window);
+    const Design attn = attention_decode_design(s, m_.columns);
     kv.append(zero_row);
     const HostArgs ka = pack_attention_decode(attn, zero_q, kv);
     const std::vector<uint8_t>& kb = ka[arg_index(attn, "kv")];
@@ -128,7 +148,7 @@ std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state
     };
     bind("x", act_[i % 2]);
     bind("weights", layers_[i].weights);
-    bind("rope", rope_);
+    bind("rope", m_.is_local(i) ? rope_local_ : rope_);
     bind("kv", layers_[i].kv);
     bind("weights_rest", layers_[i].weights_rest);
     bind("result", act_[(i + 1) % 2]);

@@ -7,8 +7,12 @@
 // "weights" / "weights_rest" arguments npu-sim's packer writes: pack_decode_layer, pack_lm_head)
 // and uploaded into resident BOs (DeviceRuntime::allocate_resident) that stay for the decoder's
 // life. The activations ping-pong between two resident BOs: layer i's `result` drains into the
-// BO layer i + 1 reads as `x`, and the lm_head reads the last one; the RoPE row has one BO.
-// Per token: the host writes the embedding row, the RoPE row and each layer's `kv` argument,
+// BO layer i + 1 reads as `x`, and the lm_head reads the last one; the RoPE row has one BO (two
+// for Gemma 3: its sliding-window layers have their own RoPE base).
+// Gemma 3: a sliding-window layer's decode_layer reads the last min(context, window) positions
+// (DecodeLayerShape::window, a runtime parameter: same design and artifact as the global layers)
+// and the sandwich-norm gammas travel in weights_rest (the "_pn" designs).
+// Per token: the host writes the embedding row, the RoPE row(s) and each layer's `kv` argument,
 // submits the token's invocations as one run_sequence (one CMD_CHAIN, one EXEC_CMD, one wait),
 // and reads back only each layer's `kv_new` row and the logits.
 //
@@ -30,8 +34,8 @@
 namespace xdna::npu {
 
 // The designs of the token at `position` (the KV cache holds `position` rows), in invocation
-// order: decode_layer (bf16, context = position + 1) per layer, then lm_head, exactly the ones
-// fused_decode_token builds.
+// order: decode_layer (bf16, context = position + 1, window set on sliding-window layers) per
+// layer, then lm_head, exactly the ones fused_decode_token builds.
 std::vector<Design> fused_token_designs(const SimDecoderModel& m, int64_t position);
 
 // Why `rt` cannot run the fused plan of `m` (the decode_layer or lm_head design has no compiled
@@ -63,7 +67,7 @@ class DeviceFusedDecoder {
   const SimDecoderModel& m_;
   int64_t max_len_ = 0;
   std::vector<LayerBuffers> layers_;
-  std::span<uint8_t> head_weights_, act_[2], rope_, logits_;
+  std::span<uint8_t> head_weights_, act_[2], rope_, rope_local_, logits_;
   int64_t tokens_ = 0;
 };
 
