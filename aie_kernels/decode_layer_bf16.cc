@@ -106,6 +106,16 @@ void norm_in_place(xk::bf16* v, const xk::bf16* gamma, const Layer& L, xk::Round
   std::memcpy(v, tmp, size_t(L.hidden) * 2);
 }
 
+// An o or down exchange taken: the projection's rows from every core, Gemma 3's post-norm with
+// `gamma`, then out = residual + projection.
+void take_residual(const xk::bf16* act, const xk::bf16* gamma, const xk::bf16* residual, xk::bf16* out,
+                   const Layer& L, xk::Rounding rnd) {
+  xk::bf16 v[xk_impl::FusedBounds::kMaxHidden];
+  xk_fused::take_rows(v, act, L.hidden, L.Rh, L.slice_values);
+  if (L.post_norms) norm_in_place(v, gamma, L, rnd);
+  xk_impl::add_bf16(residual, v, out, L.hidden, rnd);
+}
+
 // The blocks held back, in stream order, up to the first that still waits.
 void take_carry(const Layer& L, xk::Rounding rnd) {
   xk_impl::DecodeLayerState& st = g_state;
@@ -248,10 +258,7 @@ extern "C" void decode_layer_bf16_o_take(const xk::bf16* act, int32_t context, i
                                          int32_t scale_bits) {
   const xk::rounding_scope scope(xk::Rounding::NearestEven);
   const Layer L = layer(LAYER_ARGS);
-  xk::bf16 ov[xk_impl::FusedBounds::kMaxHidden];
-  xk_fused::take_rows(ov, act, hidden, L.Rh, L.slice_values);
-  if (L.post_norms) norm_in_place(ov, g_state.post_attn, L, scope.mode);
-  xk_impl::add_bf16(g_state.qkv.x, ov, g_state.h1, hidden, scope.mode);  // the attention residual
+  take_residual(act, g_state.post_attn, g_state.qkv.x, g_state.h1, L, scope.mode);  // the attention residual
   g_state.have_h1 = true;
   take_carry(L, scope.mode);
 }
@@ -317,10 +324,7 @@ extern "C" void decode_layer_bf16_down_take(const xk::bf16* act, int32_t context
                                             int32_t scale_bits) {
   const xk::rounding_scope scope(xk::Rounding::NearestEven);
   const Layer L = layer(LAYER_ARGS);
-  xk::bf16 dn[xk_impl::FusedBounds::kMaxHidden];
-  xk_fused::take_rows(dn, act, hidden, L.Rh, L.slice_values);
-  if (L.post_norms) norm_in_place(dn, g_state.post_ffn, L, scope.mode);
-  xk_impl::add_bf16(g_state.h1, dn, g_state.y, hidden, scope.mode);  // the MLP residual
+  take_residual(act, g_state.post_ffn, g_state.h1, g_state.y, L, scope.mode);  // the MLP residual
 }
 
 extern "C" void decode_layer_bf16_down_result(xk::bf16* out, int32_t context, int32_t core, int32_t cores,

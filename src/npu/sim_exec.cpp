@@ -22,6 +22,27 @@ int64_t sim::param(const Design& d, const char* name) {
   return it->second;
 }
 
+const SeqStep& sim::drain_step(const Design& d, const std::string& fifo) {
+  for (const SeqStep& s : d.sequence)
+    if (s.op == SeqOp::Drain && s.fifo == fifo) return s;
+  fail(d, "has no drain of '" + fifo + "'");
+}
+
+void sim::drain(const Design& d, HostArgs& args, const std::string& fifo, const std::vector<uint8_t>& bytes) {
+  const SeqStep& s = drain_step(d, fifo);
+  std::vector<uint8_t>& a = args.at(size_t(s.arg));
+  if (int64_t(bytes.size()) != s.pattern.bytes())
+    fail(d, "the programs gave '" + fifo + "' " + std::to_string(bytes.size()) + " bytes, its drain moves " +
+                std::to_string(s.pattern.bytes()));
+  size_t pos = 0;
+  walk(s.pattern, [&](int64_t off) {
+    const size_t n = size_t(s.pattern.elem_bytes);
+    if (off < 0 || size_t(off) + n > a.size()) fail(d, "drain '" + fifo + "' writes past its argument");
+    std::memcpy(a.data() + off, bytes.data() + pos, n);
+    pos += n;
+  });
+}
+
 namespace {
 
 using aie::bf16;
@@ -37,6 +58,9 @@ int64_t obj_pad(int64_t bytes) { return ceil_div(bytes, kObj) * kObj; }
 using sim::fail;
 using sim::param;
 using sim::walk;
+using sim::drain;
+using sim::drain_step;
+using sim::core_streams;
 
 int arg_index(const Design& d, const std::string& name) {
   for (size_t i = 0; i < d.args.size(); ++i)
@@ -93,9 +117,9 @@ Geometry geometry(const Design& d, bool layer) {
 
 std::string ddr_fifo(int c) { return "ddr_c" + std::to_string(c) + "_l3l2"; }
 
-// Each core's DDR stream: its column's fills gathered through their access patterns, split
-// [object][core][2 KiB] as the memtile split does.
-std::vector<std::vector<uint8_t>> core_streams(const Design& d, const HostArgs& args, int64_t P) {
+}  // namespace
+
+std::vector<std::vector<uint8_t>> sim::core_streams(const Design& d, const HostArgs& args, int64_t P) {
   std::vector<std::vector<uint8_t>> out(static_cast<size_t>(P));
   for (int c = 0; c < P / kCores; ++c) {
     std::vector<uint8_t> col;
@@ -117,6 +141,8 @@ std::vector<std::vector<uint8_t>> core_streams(const Design& d, const HostArgs& 
   }
   return out;
 }
+
+namespace {
 
 // The inverse (packing): scatter each core's stream into the arguments the fills read.
 void scatter_streams(const Design& d, const std::vector<std::vector<uint8_t>>& streams, HostArgs& args) {
@@ -142,26 +168,6 @@ void scatter_streams(const Design& d, const std::vector<std::vector<uint8_t>>& s
     }
     if (pos != col.size()) fail(d, "fills of column " + std::to_string(c) + " do not take the packed stream");
   }
-}
-
-const SeqStep& drain_step(const Design& d, const std::string& fifo) {
-  for (const SeqStep& s : d.sequence)
-    if (s.op == SeqOp::Drain && s.fifo == fifo) return s;
-  fail(d, "has no drain of '" + fifo + "'");
-}
-
-// Writes `bytes` to the host argument through the drain step of `fifo`.
-void drain(const Design& d, HostArgs& args, const std::string& fifo, const std::vector<uint8_t>& bytes) {
-  const SeqStep& s = drain_step(d, fifo);
-  std::vector<uint8_t>& a = args.at(size_t(s.arg));
-  if (int64_t(bytes.size()) != s.pattern.bytes()) fail(d, "drain '" + fifo + "' moves " + std::to_string(s.pattern.bytes()) + " bytes");
-  size_t pos = 0;
-  walk(s.pattern, [&](int64_t off) {
-    const size_t n = size_t(s.pattern.elem_bytes);
-    if (off < 0 || size_t(off) + n > a.size()) fail(d, "drain '" + fifo + "' writes past its argument");
-    std::memcpy(a.data() + off, bytes.data() + pos, n);
-    pos += n;
-  });
 }
 
 // What the drain step of `fifo` wrote, in transfer order.

@@ -113,6 +113,13 @@ namespace sim {
 [[noreturn]] void fail(const Design& d, const std::string& what);
 // The design's parameter `name`; throws naming the design when it has none.
 int64_t param(const Design& d, const char* name);
+// The sequence's drain step of `fifo`; throws when the design has none.
+const SeqStep& drain_step(const Design& d, const std::string& fifo);
+// Each of the P cores' DDR stream: its column's fills gathered through their access patterns,
+// split [object][core][2 KiB] as the memtile split does.
+std::vector<std::vector<uint8_t>> core_streams(const Design& d, const HostArgs& args, int64_t P);
+// Writes `bytes` to the host argument through the drain step of `fifo`.
+void drain(const Design& d, HostArgs& args, const std::string& fifo, const std::vector<uint8_t>& bytes);
 // Visits the byte offset of every element `p` moves, in transfer order (dims[0] innermost).
 template <class F>
 void walk(const AccessPattern& p, F&& f) {

@@ -17,6 +17,7 @@ namespace {
 constexpr int64_t kObj = 2048;  // the fused designs' DDR object (design_families_fused.cpp)
 constexpr int kCores = 4;
 
+using sim::drain;
 using sim::fail;
 
 // An operand object as whichever pointer type the entry point takes.
@@ -125,27 +126,6 @@ std::vector<const TileUse*> cores_in_order(const Design& d) {
   return cores;
 }
 
-const SeqStep& drain_step(const Design& d, const std::string& fifo) {
-  for (const SeqStep& s : d.sequence)
-    if (s.op == SeqOp::Drain && s.fifo == fifo) return s;
-  fail(d, "has no drain of '" + fifo + "'");
-}
-
-void drain(const Design& d, HostArgs& args, const std::string& fifo, const std::vector<uint8_t>& bytes) {
-  const SeqStep& s = drain_step(d, fifo);
-  std::vector<uint8_t>& a = args.at(size_t(s.arg));
-  if (int64_t(bytes.size()) != s.pattern.bytes())
-    fail(d, "the programs gave '" + fifo + "' " + std::to_string(bytes.size()) + " bytes, its drain moves " +
-                std::to_string(s.pattern.bytes()));
-  size_t pos = 0;
-  sim::walk(s.pattern, [&](int64_t off) {
-    const size_t n = size_t(s.pattern.elem_bytes);
-    if (off < 0 || size_t(off) + n > a.size()) fail(d, "drain '" + fifo + "' writes past its argument");
-    std::memcpy(a.data() + off, bytes.data() + pos, n);
-    pos += n;
-  });
-}
-
 // Why a design does not fit kernel `name`'s L1 state (kernels.h bounds), or "" when it does.
 std::string state_bounds(const std::string& name, const StageScalars& s) {
   using B = xk_impl::FusedBounds;
@@ -220,28 +200,7 @@ std::vector<std::string> scalars_beyond_program(const Design& d, const StageKern
 }
 
 std::vector<std::vector<uint8_t>> program_streams(const Design& d, const HostArgs& args) {
-  const size_t P = cores_in_order(d).size();
-  std::vector<std::vector<uint8_t>> out(P);
-  for (size_t c = 0; c < P / kCores; ++c) {
-    const std::string fifo = "ddr_c" + std::to_string(c) + "_l3l2";
-    std::vector<uint8_t> col;
-    for (const SeqStep& s : d.sequence) {
-      if (s.op != SeqOp::Fill || s.fifo != fifo) continue;
-      const std::vector<uint8_t>& a = args.at(size_t(s.arg));
-      sim::walk(s.pattern, [&](int64_t off) {
-        if (off < 0 || off + s.pattern.elem_bytes > int64_t(a.size()))
-          fail(d, "fill of '" + d.args[size_t(s.arg)].name + "' reads past its " + std::to_string(a.size()) + " bytes");
-        col.insert(col.end(), a.begin() + off, a.begin() + off + s.pattern.elem_bytes);
-      });
-    }
-    if (col.size() % (kCores * kObj)) fail(d, "column " + std::to_string(c) + " stream is not whole objects");
-    for (size_t o = 0; o < col.size() / (kCores * kObj); ++o)
-      for (size_t r = 0; r < kCores; ++r) {
-        auto at = col.begin() + int64_t((o * kCores + r) * kObj);
-        out[c * kCores + r].insert(out[c * kCores + r].end(), at, at + kObj);
-      }
-  }
-  return out;
+  return sim::core_streams(d, args, int64_t(cores_in_order(d).size()));
 }
 
 std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, const StageKernel& k,

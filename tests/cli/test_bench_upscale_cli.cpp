@@ -11,6 +11,7 @@
 #include "cli_test_util.h"
 #include "pipeline/image.h"
 #include "pipeline/upscale.h"
+#include "upscale_test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -18,24 +19,9 @@ namespace {
 
 const std::string kTiny = std::string(XDNA_FIXTURE_DIR) + "/tfjs/tiny/model.json";
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("xdna_bench_upscale_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
 std::string npu(const std::string& args) { return "'" XDNA_NPU_BINARY "' --threads 2 " + args; }
 
-xdna::Image gradient(int w, int h) {
-  xdna::Image img;
-  img.width = w;
-  img.height = h;
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      for (int c = 0; c < 3; ++c) img.rgb.push_back(static_cast<uint8_t>((x * 7 + y * 13 + c * 50) % 256));
-  return img;
-}
+using xdna::test::gradient;
 
 }  // namespace
 
@@ -58,7 +44,7 @@ TEST(BenchUpscaleCli, ReportsWarmAndColdFiguresAsJson) {
 }
 
 TEST(BenchUpscaleCli, OutputEqualsNpuUpscale) {
-  TempDir t;
+  xdna::test::TempDir t("xdna_bench_upscale_");
   xdna::encode_png(gradient(23, 11), t / "in.png");
   const auto bench = xdna::test::run_shell(npu("bench upscale --model " + kTiny + " --image " + t / "in.png" +
                                                " --range 1 --tile 8 --runs 1 --out " + t / "bench.png 2>&1"));

@@ -9,6 +9,7 @@
 
 #include "pipeline/image.h"
 #include "pipeline/upscale.h"
+#include "upscale_test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -32,27 +33,12 @@ NpuRun npu(const std::string& args) {
   return r;
 }
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("xdna_cli_upscale_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-xdna::Image gradient(int w, int h) {
-  xdna::Image img;
-  img.width = w;
-  img.height = h;
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      for (int c = 0; c < 3; ++c) img.rgb.push_back(static_cast<uint8_t>((x * 7 + y * 13 + c * 50) % 256));
-  return img;
-}
+using xdna::test::gradient;
 
 }  // namespace
 
 TEST(CliUpscale, WritesPngOfTheScaledSize) {
-  TempDir t;
+  xdna::test::TempDir t("xdna_cli_upscale_");
   xdna::encode_png(gradient(23, 11), t / "in.png");
   const NpuRun r = npu("upscale " + t / "in.png" + " " + t / "out.png" + " --model " + kTiny +
                     "/model.json --scale 2 --range 1 --tile 8");
@@ -64,7 +50,7 @@ TEST(CliUpscale, WritesPngOfTheScaledSize) {
 }
 
 TEST(CliUpscale, BadInputsExitOneWithAReason) {
-  TempDir t;
+  xdna::test::TempDir t("xdna_cli_upscale_");
   xdna::encode_png(gradient(8, 8), t / "in.png");
   const std::string io = t / "in.png" + " " + t / "out.png";
   const std::string store = " --store " + t / "store";

@@ -49,6 +49,23 @@ Quantized quantize(const std::vector<float>& x) {
   return r;
 }
 
+std::vector<float> random_x(int64_t K, std::mt19937& rng) {  // uniform in [-2, 2)
+  std::uniform_real_distribution<float> uni(-2.f, 2.f);
+  std::vector<float> x(K);
+  for (auto& v : x) v = uni(rng);
+  return x;
+}
+
+// The XRow the GGML kernels read: x and its quantization `q` (both must outlive it).
+XRow ggml_x(const std::vector<float>& x, const Quantized& q) {
+  XRow r{x.data(), nullptr, nullptr, static_cast<int64_t>(x.size())};
+  r.q_s8 = q.q.data();
+  r.q_scale4 = q.scale4.data();
+  r.q_neg8sum4 = q.neg8sum4.data();
+  r.q_xsum16 = q.xsum16.data();
+  return r;
+}
+
 // Σ_k w[k]·x̂[k] in double, per block: d · s_x · Σ q_w·q_x, with q_w the block's signed values.
 double reference(const uint8_t* row, const Quantized& x, int64_t K) {
   double sum = 0;
@@ -75,20 +92,10 @@ void check(int64_t N, int64_t K, uint32_t seed) {
     const uint16_t d = static_cast<uint16_t>(((rng() & 1) << 15) | ((7 + rng() % 4) << 10) | (rng() & 1023));
     std::memcpy(bytes.data() + b * block_bytes, &d, 2);
   }
-  std::uniform_real_distribution<float> uni(-2.f, 2.f);
-  std::vector<float> x(K);
-  for (auto& v : x) v = uni(rng);
+  const std::vector<float> x = random_x(K, rng);
   const Quantized xq = quantize(x);
-  XRow xr{x.data(), nullptr, nullptr, K};
-  xr.q_s8 = xq.q.data();
-  xr.q_scale4 = xq.scale4.data();
-  xr.q_neg8sum4 = xq.neg8sum4.data();
-  WeightRows w;
-  w.dtype = DType::Q4_0;
-  w.data = bytes.data();
-  w.row_bytes = K / 32 * block_bytes;
-  w.rows = N;
-  w.cols = K;
+  const XRow xr = ggml_x(x, xq);
+  const WeightRows w{DType::Q4_0, bytes.data(), K / 32 * block_bytes, N, K};
   std::vector<float> out(N);
   for (int64_t n = 0; n < N; n += kGemvRows) {
     const int count = static_cast<int>(std::min<int64_t>(kGemvRows, N - n));
@@ -151,20 +158,10 @@ std::vector<uint8_t> random_q6_k(int64_t N, int64_t K, std::mt19937& rng) {
 void check_q6_k(int64_t N, int64_t K, uint32_t seed) {
   std::mt19937 rng(seed);
   const std::vector<uint8_t> bytes = random_q6_k(N, K, rng);
-  std::uniform_real_distribution<float> uni(-2.f, 2.f);
-  std::vector<float> x(K);
-  for (auto& v : x) v = uni(rng);
+  const std::vector<float> x = random_x(K, rng);
   const Quantized xq = quantize(x);
-  XRow xr{x.data(), nullptr, nullptr, K};
-  xr.q_s8 = xq.q.data();
-  xr.q_scale4 = xq.scale4.data();
-  xr.q_xsum16 = xq.xsum16.data();
-  WeightRows w;
-  w.dtype = DType::Q6_K;
-  w.data = bytes.data();
-  w.row_bytes = K / 256 * 210;
-  w.rows = N;
-  w.cols = K;
+  const XRow xr = ggml_x(x, xq);
+  const WeightRows w{DType::Q6_K, bytes.data(), K / 256 * 210, N, K};
   std::vector<float> out(N);
   for (int64_t n = 0; n < N; n += kGemvRows) {
     const int count = static_cast<int>(std::min<int64_t>(kGemvRows, N - n));
@@ -212,10 +209,7 @@ TEST(GemmGgmlRows, Q6_KExtremeValues) {
     std::vector<float> x(K);
     for (int64_t k = 0; k < K; ++k) x[k] = k % 3 ? 1.f : -1.f;
     const Quantized xq = quantize(x);
-    XRow xr{x.data(), nullptr, nullptr, K};
-    xr.q_s8 = xq.q.data();
-    xr.q_scale4 = xq.scale4.data();
-    xr.q_xsum16 = xq.xsum16.data();
+    const XRow xr = ggml_x(x, xq);
     WeightRows w{DType::Q6_K, bytes.data(), K / 256 * 210, N, K};
     std::vector<float> out(N);
     rows_q6_k_avx512(w, 0, static_cast<int>(N), xr, out.data());

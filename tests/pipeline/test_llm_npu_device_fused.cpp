@@ -307,28 +307,50 @@ void expect_golden(const DryRun& x, const std::string& model, const std::string&
   EXPECT_TRUE(diff.empty()) << diff.size() << " differences, first: " << (diff.empty() ? "" : diff[0].dump());
 }
 
+// `npu generate --device npu` over the dry-run driver: greedy generation of `max_tokens` from
+// `prompt`, the prompt op by op on the NpuBackend (no compiled design for its ops here: host, said
+// per op), every decode token one chain. `npu` stays alive for `fused`, which runs on its runtime.
+struct DeviceGenerate {
+  std::unique_ptr<NpuBackend> npu;
+  const driver::DryRunIo* io = nullptr;  // npu's driver: its ioctl records
+  std::shared_ptr<NpuSimFusedDecode> fused;
+  GenerateResult result;
+};
+
+DeviceGenerate generate_on_device(const LanguageModel& lm, const std::string& tag, const std::vector<int32_t>& prompt,
+                                  int max_tokens) {
+  const auto sim = NpuSimFusedDecode::prepare(lm);
+  const fs::path dir = temp_dir(tag);
+  artifacts::Manifest manifest = write_placeholder_artifacts(fused_token_designs(sim->model(), 0), dir.string(), "decode");
+  auto io = std::make_unique<driver::DryRunIo>();
+  DeviceGenerate g;
+  g.io = io.get();
+  g.npu = std::make_unique<NpuBackend>(std::make_unique<DeviceRuntime>(std::move(io), manifest));
+  g.fused = NpuSimFusedDecode::prepare(lm, *g.npu->runtime());
+  if (g.fused->enabled()) {  // (the caller asserts it)
+    HostBackend host;
+    GenerateRequest req;
+    req.prompt = prompt;
+    req.sampling.temperature = 0.0f;
+    req.max_tokens = max_tokens;
+    req.backends = {g.npu.get(), &host};
+    req.fused_decode = g.fused;
+    g.result = generate(lm, req);
+  }
+  fs::remove_all(dir);
+  return g;
+}
+
 // The wiring `npu generate --device npu` uses: the prompt op by op on the NpuBackend (no
 // compiled design for its ops here: host, said per op), every decode token one chain.
 TEST(NpuDeviceFusedDecode, GenerateDecodesThroughTheDeviceChain) {
   const auto lm = load("qwen3");
-  const auto sim = NpuSimFusedDecode::prepare(*lm);
-  const fs::path dir = temp_dir("generate");
-  artifacts::Manifest manifest = write_placeholder_artifacts(fused_token_designs(sim->model(), 0), dir.string(), "decode");
-  auto io = std::make_unique<driver::DryRunIo>();
-  const driver::DryRunIo* rec = io.get();
-  NpuBackend npu(std::make_unique<DeviceRuntime>(std::move(io), manifest));
-  const auto fused = NpuSimFusedDecode::prepare(*lm, *npu.runtime());
+  const DeviceGenerate g = generate_on_device(*lm, "generate", {1, 17, 42, 99}, 4);
+  const auto& fused = g.fused;
   ASSERT_TRUE(fused->enabled()) << fused->refusal();
   EXPECT_TRUE(fused->on_device());
-  HostBackend host;
-  GenerateRequest req;
-  req.prompt = {1, 17, 42, 99};
-  req.sampling.temperature = 0.0f;
-  req.max_tokens = 4;
-  req.backends = {&npu, &host};
-  req.fused_decode = fused;
-  const GenerateResult r = generate(*lm, req);
-  fs::remove_all(dir);
+  const driver::DryRunIo* rec = g.io;
+  const GenerateResult& r = g.result;
   ASSERT_EQ(r.completion_tokens, 4);
   const int decode_tokens = 3;  // the first token comes out of the prefill
   EXPECT_EQ(count(rec->records(), "EXEC_CMD"), decode_tokens);
@@ -535,24 +557,14 @@ TEST(NpuDeviceFusedDecodeGemma, SecondTokenMatchesGolden) {
 // every decode token one chain.
 TEST(NpuDeviceFusedDecodeGemma, GenerateDecodesThroughTheDeviceChain) {
   const auto lm = load("gemma3");
-  const auto sim = NpuSimFusedDecode::prepare(*lm);
-  const fs::path dir = temp_dir("generate_gemma");
-  artifacts::Manifest manifest = write_placeholder_artifacts(fused_token_designs(sim->model(), 0), dir.string(), "decode");
-  auto io = std::make_unique<driver::DryRunIo>();
-  const driver::DryRunIo* rec = io.get();
-  NpuBackend npu(std::make_unique<DeviceRuntime>(std::move(io), manifest));
-  const auto fused = NpuSimFusedDecode::prepare(*lm, *npu.runtime());
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 18; ++i) prompt.push_back(int32_t(3 + (i * 37) % 120));
+  const DeviceGenerate g = generate_on_device(*lm, "generate_gemma", prompt, 3);
+  const auto& fused = g.fused;
   ASSERT_TRUE(fused->enabled()) << fused->refusal();
   EXPECT_TRUE(fused->on_device());
-  HostBackend host;
-  GenerateRequest req;
-  for (int i = 0; i < 18; ++i) req.prompt.push_back(int32_t(3 + (i * 37) % 120));
-  req.sampling.temperature = 0.0f;
-  req.max_tokens = 3;
-  req.backends = {&npu, &host};
-  req.fused_decode = fused;
-  const GenerateResult r = generate(*lm, req);
-  fs::remove_all(dir);
+  const driver::DryRunIo* rec = g.io;
+  const GenerateResult& r = g.result;
   ASSERT_EQ(r.completion_tokens, 3);
   EXPECT_EQ(count(rec->records(), "EXEC_CMD"), 2);
   EXPECT_NE(fused->placement_text().find("npu: decode ran fused on the device: 1 command chain per token (4 decode_layer"),
