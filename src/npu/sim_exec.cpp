@@ -7,8 +7,8 @@
 
 #include "core/graph.h"
 #include "core/numeric.h"
-#include "aie_kernels/kernels.h"
 #include "npu/sim_backend.h"
+#include "npu/sim_program.h"
 
 namespace xdna::npu {
 
@@ -72,7 +72,7 @@ int arg_index(const Design& d, const std::string& name) {
 // order, ceil(n / P) rows each; attention by (KV head, block of positions).
 struct Geometry {
   int64_t P = 0, hidden = 0, heads = 0, kv_heads = 0, D = 0, I = 0, context = 1;
-  bool qk_norm = false, gelu = false, post_norms = false;
+  bool qk_norm = false, post_norms = false;
   int64_t q_dim() const { return heads * D; }
   int64_t kv_dim() const { return kv_heads * D; }
   int64_t n_qkv() const { return q_dim() + 2 * kv_dim(); }
@@ -110,7 +110,6 @@ Geometry geometry(const Design& d, bool layer) {
   if (d.params.count("intermediate")) g.I = param(d, "intermediate");
   if (d.params.count("context")) g.context = param(d, "context");
   g.qk_norm = d.params.count("qk_norm") && param(d, "qk_norm");
-  g.gelu = d.params.count("gelu") && param(d, "gelu");
   g.post_norms = d.params.count("post_norms") && param(d, "post_norms");
   return g;
 }
@@ -183,33 +182,6 @@ std::vector<uint8_t> read_drain(const Design& d, const HostArgs& args, const std
   return bytes;
 }
 
-template <class T>
-std::vector<uint8_t> as_bytes(const std::vector<T>& v, int64_t bytes) {
-  std::vector<uint8_t> b(size_t(bytes), 0);
-  std::memcpy(b.data(), v.data(), std::min(size_t(bytes), v.size() * sizeof(T)));
-  return b;
-}
-
-// One core's stream, read part by part (each part padded to whole 2 KiB objects).
-struct Reader {
-  const Design& d;
-  const std::vector<uint8_t>& s;
-  size_t pos = 0, end = 0;
-  void part(int64_t bytes) {
-    pos = end;
-    end = pos + size_t(obj_pad(bytes));
-    if (end > s.size()) fail(d, "a core's DDR stream is shorter than its parts");
-  }
-  template <class T>
-  std::vector<T> take(int64_t n) {
-    std::vector<T> v(static_cast<size_t>(n));
-    if (pos + v.size() * sizeof(T) > end) fail(d, "a part is read past its end");
-    std::memcpy(v.data(), s.data() + pos, v.size() * sizeof(T));
-    pos += v.size() * sizeof(T);
-    return v;
-  }
-};
-
 // One core's stream, written part by part (packing).
 struct Writer {
   std::vector<uint8_t> s;
@@ -259,95 +231,6 @@ HostArgs empty_args(const Design& d) {
   return a;
 }
 
-// ---- stages (shared by the families) ------------------------------------------------------------
-
-// Each core's rows of W . x through gemv_bf16, gathered in core order (the exchange), cut to n.
-std::vector<bf16> gemv_exchange(const std::vector<std::vector<bf16>>& rows, const std::vector<bf16>& x,
-                                int64_t R, int64_t n) {
-  std::vector<bf16> out(rows.size() * size_t(R));
-  for (size_t p = 0; p < rows.size(); ++p)
-    ::gemv_bf16(rows[p].data(), x.data(), out.data() + p * size_t(R), int32_t(x.size()), int32_t(R));
-  out.resize(size_t(n));
-  return out;
-}
-
-std::vector<bf16> rmsnorm(const std::vector<bf16>& x, const std::vector<bf16>& gamma, const SimKernelArgs& k) {
-  std::vector<bf16> y(x.size());
-  ::rmsnorm_bf16(x.data(), gamma.data(), y.data(), int32_t(x.size()), xk::f32_bits(k.eps), xk::f32_bits(k.rms_offset));
-  return y;
-}
-
-// qkv (after the exchange) -> QK-norm per head, RoPE on q and k, in place.
-void qk_norm_rope(const Geometry& g, std::vector<bf16>& qkv, const std::vector<bf16>& qn, const std::vector<bf16>& kn,
-                  const std::vector<float>& rope, const SimKernelArgs& k) {
-  std::vector<bf16> tmp(static_cast<size_t>(g.D));
-  if (g.qk_norm)
-    for (int64_t h = 0; h < g.heads + g.kv_heads; ++h) {
-      bf16* v = qkv.data() + h * g.D;
-      ::rmsnorm_bf16(v, (h < g.heads ? qn : kn).data(), tmp.data(), int32_t(g.D), xk::f32_bits(k.eps),
-                     xk::f32_bits(k.rms_offset));
-      std::copy(tmp.begin(), tmp.end(), v);
-    }
-  ::rope_bf16(qkv.data(), rope.data(), int32_t(g.heads + g.kv_heads), int32_t(g.D), k.rope_interleaved);
-}
-
-// The cores' flash-decoding partials and their combination (every core combines them all; the
-// result is the same on each). kv[p]: core p's kv part (per KV head: K block then V block of
-// ppc positions); new_row >= 0: that position's K/V come from `k_new` / `v_new` (on the array).
-std::vector<bf16> attention(const Geometry& g, const std::vector<bf16>& q, const std::vector<std::vector<bf16>>& kv,
-                            int64_t new_row, const bf16* k_new, const bf16* v_new, const SimKernelArgs& k) {
-  const int64_t group = g.heads / g.kv_heads, D = g.D, ppc = g.ppc();
-  const float scale = k.attn_scale != 0.0f ? k.attn_scale : 1.0f / std::sqrt(float(D));
-  // partials[q head] in core order: {max, sum} pairs and the bf16 outputs
-  std::vector<std::vector<float>> parts(size_t(g.heads));
-  std::vector<float> scores(static_cast<size_t>(std::max<int64_t>(ppc, 1)));  // the core's "scores" buffer
-  std::vector<std::vector<bf16>> outs(size_t(g.heads));
-  for (int64_t p = 0; p < g.P; ++p) {
-    int64_t h0, h1, t0, t1;
-    g.attn_range(p, h0, h1, t0, t1);
-    for (int64_t h = h0; h < h1; ++h) {
-      const bf16* block = kv[size_t(p)].data() + (h - h0) * 2 * ppc * D;
-      std::vector<bf16> K(block, block + ppc * D), V(block + ppc * D, block + 2 * ppc * D);
-      if (new_row >= t0 && new_row < t1) {
-        std::copy(k_new + h * D, k_new + h * D + D, K.begin() + (new_row - t0) * D);
-        std::copy(v_new + h * D, v_new + h * D + D, V.begin() + (new_row - t0) * D);
-      }
-      for (int64_t j = 0; j < group; ++j) {
-        const int64_t hq = h * group + j;
-        std::vector<bf16> o(static_cast<size_t>(D));
-        float ms[2];
-        ::attention_partial_bf16(q.data() + hq * D, K.data(), V.data(), o.data(), ms, scores.data(),
-                                 int32_t(std::max<int64_t>(t1 - t0, 0)), int32_t(D), xk::f32_bits(scale));
-        parts[size_t(hq)].insert(parts[size_t(hq)].end(), ms, ms + 2);
-        outs[size_t(hq)].insert(outs[size_t(hq)].end(), o.begin(), o.end());
-      }
-    }
-  }
-  std::vector<bf16> out(size_t(g.q_dim()));
-  for (int64_t hq = 0; hq < g.heads; ++hq)
-    ::attention_combine_bf16(parts[size_t(hq)].data(), outs[size_t(hq)].data(), out.data() + hq * D,
-                             int32_t(parts[size_t(hq)].size() / 2), int32_t(D));
-  return out;
-}
-
-// gate/up rows, act x up per core, exchange h; down rows, exchange.
-std::vector<bf16> mlp(const Geometry& g, const std::vector<std::vector<bf16>>& gate,
-                      const std::vector<std::vector<bf16>>& up, const std::vector<std::vector<bf16>>& down,
-                      const std::vector<bf16>& x) {
-  const int64_t Ri = g.rows(g.I), Rh = g.rows(g.hidden);
-  std::vector<bf16> h(static_cast<size_t>(g.P * Ri));
-  std::vector<bf16> gs(static_cast<size_t>(Ri)), us(static_cast<size_t>(Ri)), as(static_cast<size_t>(Ri));
-  for (int64_t p = 0; p < g.P; ++p) {
-    ::gemv_bf16(gate[size_t(p)].data(), x.data(), gs.data(), int32_t(g.hidden), int32_t(Ri));
-    ::gemv_bf16(up[size_t(p)].data(), x.data(), us.data(), int32_t(g.hidden), int32_t(Ri));
-    if (g.gelu) ::eltwise_gelu_bf16(gs.data(), as.data(), int32_t(Ri));
-    else ::eltwise_silu_bf16(gs.data(), as.data(), int32_t(Ri));
-    ::eltwise_mul_bf16(as.data(), us.data(), h.data() + p * Ri, int32_t(Ri));
-  }
-  h.resize(size_t(g.I));
-  return gemv_exchange(down, h, Rh, g.hidden);
-}
-
 // decode_layer's weights_rest part: o rows, [post-attention gamma], ffn gamma, gate, up and
 // down rows, [post-FFN gamma].
 int64_t rest_bytes(const Geometry& g) {
@@ -360,142 +243,11 @@ void check_dims(const Design& d, const Geometry& g) {
     fail(d, "hidden, intermediate and head_dim must be multiples of 16 (the GEMV kernels' lanes)");
 }
 
-// ---- families ---------------------------------------------------------------------------------------
-
-// The QKV + RoPE stage's part of one core's stream, which decode_layer and qkv_rope read alike:
-// x, the norm gamma, the core's QKV rows, the QK-norm gammas (when used) and the RoPE table.
-struct QkvInputs {
-  std::vector<bf16> x, gamma, rows, q_norm, k_norm;
-  std::vector<float> rope;
-};
-
-QkvInputs read_qkv_inputs(Reader& r, const Geometry& g, int64_t Rq) {
-  QkvInputs in;
-  r.part(g.hidden * 2);
-  in.x = r.take<bf16>(g.hidden);
-  r.part(g.hidden * 2 + Rq * g.hidden * 2 + (g.qk_norm ? 4 * g.D : 0));
-  in.gamma = r.take<bf16>(g.hidden);
-  in.rows = r.take<bf16>(Rq * g.hidden);
-  if (g.qk_norm) in.q_norm = r.take<bf16>(g.D), in.k_norm = r.take<bf16>(g.D);
-  r.part(2 * g.D * 2);
-  in.rope = r.take<float>(g.D);
-  return in;
-}
-
-void run_decode_layer(const Design& d, HostArgs& args, const SimKernelArgs& k) {
-  const Geometry g = geometry(d, true);
-  check_dims(d, g);
-  const auto streams = core_streams(d, args, g.P);
-  const int64_t Rq = g.rows(g.n_qkv()), Rh = g.rows(g.hidden), Ri = g.rows(g.I);
-  std::vector<Reader> rd;
-  for (const auto& s : streams) rd.push_back({d, s});
-  std::vector<std::vector<bf16>> rows(size_t(g.P)), kv(size_t(g.P)), o(size_t(g.P)), gate(size_t(g.P)),
-      up(size_t(g.P)), down(size_t(g.P));
-  QkvInputs first;
-  std::vector<bf16> gamma2, post_attn, post_ffn;
-  for (int64_t p = 0; p < g.P; ++p) {  // what every core reads, in stream order
-    Reader& r = rd[size_t(p)];
-    QkvInputs in = read_qkv_inputs(r, g, Rq);
-    rows[size_t(p)] = std::move(in.rows);
-    r.part(g.kv_bytes());
-    kv[size_t(p)] = r.take<bf16>(g.kv_bytes() / 2);
-    r.part(rest_bytes(g));
-    o[size_t(p)] = r.take<bf16>(Rh * g.q_dim());
-    std::vector<bf16> pa = g.post_norms ? r.take<bf16>(g.hidden) : std::vector<bf16>{};
-    std::vector<bf16> g2 = r.take<bf16>(g.hidden);
-    gate[size_t(p)] = r.take<bf16>(Ri * g.hidden);
-    up[size_t(p)] = r.take<bf16>(Ri * g.hidden);
-    down[size_t(p)] = r.take<bf16>(Rh * g.I);
-    std::vector<bf16> pf = g.post_norms ? r.take<bf16>(g.hidden) : std::vector<bf16>{};
-    // The replicated inputs and the norm gammas are the same on every core, so the work every
-    // core repeats on them (norms, QK-norm, RoPE, residual adds) runs once, on core 0's copy.
-    if (p == 0) first = std::move(in), gamma2 = g2, post_attn = pa, post_ffn = pf;
-  }
-  const std::vector<bf16>& x = first.x;
-  const std::vector<bf16> xn = rmsnorm(x, first.gamma, k);
-  std::vector<bf16> qkv = gemv_exchange(rows, xn, Rq, g.n_qkv());
-  qk_norm_rope(g, qkv, first.q_norm, first.k_norm, first.rope, k);
-  std::vector<uint8_t> kv_new = as_bytes(std::vector<bf16>(qkv.begin() + g.q_dim(), qkv.end()), 2 * g.kv_dim() * 2);
-  drain(d, args, "kv_new", kv_new);
-  const std::vector<bf16> q(qkv.begin(), qkv.begin() + g.q_dim());
-  const std::vector<bf16> attn = attention(g, q, kv, g.context - 1, qkv.data() + g.q_dim(),
-                                           qkv.data() + g.q_dim() + g.kv_dim(), k);
-  // Post-norms (Gemma's sandwich): in the o and down stages, on the exchanged vector.
-  std::vector<bf16> ov = gemv_exchange(o, attn, Rh, g.hidden);
-  if (g.post_norms) ov = rmsnorm(ov, post_attn, k);
-  std::vector<bf16> h1(size_t(g.hidden)), out(size_t(g.hidden));
-  ::eltwise_add_bf16(x.data(), ov.data(), h1.data(), int32_t(g.hidden));
-  std::vector<bf16> dn = mlp(g, gate, up, down, rmsnorm(h1, gamma2, k));
-  if (g.post_norms) dn = rmsnorm(dn, post_ffn, k);
-  ::eltwise_add_bf16(h1.data(), dn.data(), out.data(), int32_t(g.hidden));
-  std::vector<uint8_t> res = as_bytes(out, g.hidden * 2);
-  drain(d, args, "result", res);
-}
-
-void run_qkv_rope(const Design& d, HostArgs& args, const SimKernelArgs& k) {
-  Geometry g = geometry(d, true);
-  const auto streams = core_streams(d, args, g.P);
-  const int64_t Rq = g.rows(g.n_qkv());
-  std::vector<std::vector<bf16>> rows(size_t(g.P));
-  QkvInputs first;
-  for (int64_t p = 0; p < g.P; ++p) {
-    Reader r{d, streams[size_t(p)]};
-    QkvInputs in = read_qkv_inputs(r, g, Rq);
-    rows[size_t(p)] = std::move(in.rows);
-    if (p == 0) first = std::move(in);  // replicated inputs: core 0's copy (as decode_layer)
-  }
-  std::vector<bf16> qkv = gemv_exchange(rows, rmsnorm(first.x, first.gamma, k), Rq, g.n_qkv());
-  qk_norm_rope(g, qkv, first.q_norm, first.k_norm, first.rope, k);
-  std::vector<uint8_t> q = as_bytes(std::vector<bf16>(qkv.begin(), qkv.begin() + g.q_dim()), g.q_dim() * 2);
-  std::vector<uint8_t> kvn = as_bytes(std::vector<bf16>(qkv.begin() + g.q_dim(), qkv.end()), 2 * g.kv_dim() * 2);
-  drain(d, args, "result", q);
-  drain(d, args, "kv_new", kvn);
-}
-
-void run_attention_decode(const Design& d, HostArgs& args, const SimKernelArgs& k) {
-  const Geometry g = geometry(d, true);
-  if (param(d, "positions_per_core") != g.ppc()) fail(d, "positions_per_core does not match the split");
-  const auto streams = core_streams(d, args, g.P);
-  std::vector<std::vector<bf16>> kv(size_t(g.P));
-  std::vector<bf16> q;
-  for (int64_t p = 0; p < g.P; ++p) {
-    Reader r{d, streams[size_t(p)]};
-    r.part(g.q_dim() * 2);
-    std::vector<bf16> qp = r.take<bf16>(g.q_dim());
-    r.part(g.kv_bytes());
-    kv[size_t(p)] = r.take<bf16>(g.kv_bytes() / 2);
-    if (p == 0) q = qp;
-  }
-  std::vector<uint8_t> out = as_bytes(attention(g, q, kv, -1, nullptr, nullptr, k), g.q_dim() * 2);
-  drain(d, args, "result", out);
-}
-
 Geometry mlp_geometry(const Design& d) {
   Geometry g = geometry(d, false);
-  g.hidden = param(d, "hidden"), g.I = param(d, "intermediate"), g.gelu = param(d, "gelu");
+  g.hidden = param(d, "hidden"), g.I = param(d, "intermediate");
   g.D = 16;
   return g;
-}
-
-void run_mlp_fused(const Design& d, HostArgs& args) {
-  const Geometry g = mlp_geometry(d);
-  check_dims(d, g);
-  const auto streams = core_streams(d, args, g.P);
-  const int64_t Rh = g.rows(g.hidden), Ri = g.rows(g.I);
-  std::vector<std::vector<bf16>> gate(size_t(g.P)), up(size_t(g.P)), down(size_t(g.P));
-  std::vector<bf16> x;
-  for (int64_t p = 0; p < g.P; ++p) {
-    Reader r{d, streams[size_t(p)]};
-    r.part(g.hidden * 2);
-    std::vector<bf16> xp = r.take<bf16>(g.hidden);
-    r.part(2 * Ri * g.hidden * 2 + Rh * g.I * 2);
-    gate[size_t(p)] = r.take<bf16>(Ri * g.hidden);
-    up[size_t(p)] = r.take<bf16>(Ri * g.hidden);
-    down[size_t(p)] = r.take<bf16>(Rh * g.I);
-    if (p == 0) x = xp;
-  }
-  std::vector<uint8_t> out = as_bytes(mlp(g, gate, up, down, x), g.hidden * 2);
-  drain(d, args, "result", out);
 }
 
 // LM head: logits of core p, object o at rows p * R + o * chunk; each column joins [object][core].
@@ -509,33 +261,6 @@ HeadGeometry head_geometry(const Design& d) {
   h.chunk = std::min<int64_t>(256, ceil_div(h.vocab, h.P));
   h.objects = h.R / h.chunk;
   return h;
-}
-
-void run_lm_head(const Design& d, HostArgs& args, const SimKernelArgs& k) {
-  const HeadGeometry h = head_geometry(d);
-  if (h.hidden % 16) fail(d, "hidden must be a multiple of 16");
-  const auto streams = core_streams(d, args, h.P);
-  std::vector<std::vector<float>> logits(size_t(h.P), std::vector<float>(size_t(h.R)));
-  std::vector<bf16> xn;
-  for (int64_t p = 0; p < h.P; ++p) {
-    Reader r{d, streams[size_t(p)]};
-    r.part(h.hidden * 2);
-    std::vector<bf16> x = r.take<bf16>(h.hidden);
-    r.part(h.hidden * 2 + h.R * h.hidden * 2);
-    std::vector<bf16> gamma = r.take<bf16>(h.hidden);
-    std::vector<bf16> rows = r.take<bf16>(h.R * h.hidden);
-    if (p == 0) xn = rmsnorm(x, gamma, k);  // every core normalises the same x
-    ::gemv_bf16_f32(rows.data(), xn.data(), logits[size_t(p)].data(), int32_t(h.hidden), int32_t(h.R));
-  }
-  for (int64_t c = 0; c < h.P / kCores; ++c) {
-    std::vector<uint8_t> col;
-    for (int64_t o = 0; o < h.objects; ++o)
-      for (int r = 0; r < kCores; ++r) {
-        const float* src = logits[size_t(c * kCores + r)].data() + o * h.chunk;
-        col.insert(col.end(), reinterpret_cast<const uint8_t*>(src), reinterpret_cast<const uint8_t*>(src + h.chunk));
-      }
-    drain(d, args, "out_c" + std::to_string(c) + "_l2l3", col);
-  }
 }
 
 }  // namespace
@@ -761,12 +486,22 @@ void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k) {
     if (int64_t(args[i].size()) != d.args[i].bytes)
       fail(d, "argument '" + d.args[i].name + "' has " + std::to_string(args[i].size()) + " bytes, expected " +
                   std::to_string(d.args[i].bytes));
-  if (d.family == "decode_layer") return run_decode_layer(d, args, k);
-  if (d.family == "qkv_rope") return run_qkv_rope(d, args, k);
-  if (d.family == "attention_decode") return run_attention_decode(d, args, k);
-  if (d.family == "mlp_fused") return run_mlp_fused(d, args);
-  if (d.family == "lm_head") return run_lm_head(d, args, k);
-  fail(d, "family '" + d.family + "' has no functional model in npu-sim");
+  // What the split assumes of the shape, refused with a message naming the design; the kernels'
+  // L1 bounds are checked by the interpreter.
+  if (d.family == "decode_layer" || d.family == "qkv_rope" || d.family == "attention_decode") {
+    const Geometry g = geometry(d, true);
+    if (d.family == "decode_layer") check_dims(d, g);
+    if (d.family == "attention_decode" && param(d, "positions_per_core") != g.ppc())
+      fail(d, "positions_per_core does not match the split");
+  } else if (d.family == "mlp_fused") {
+    check_dims(d, mlp_geometry(d));
+  } else if (d.family == "lm_head") {
+    if (head_geometry(d).hidden % 16) fail(d, "hidden must be a multiple of 16");
+  } else {
+    fail(d, "family '" + d.family + "' has no functional model in npu-sim");
+  }
+  // The stage computation lives once, in the kernel sources: every core's program runs them.
+  run_design_programs(d, args, k);
 }
 
 std::vector<aie::bf16> arg_bf16(const Design& d, const HostArgs& args, const std::string& name, int64_t n) {

@@ -1,10 +1,11 @@
 // npu-sim's functional execution of the fused designs (design_families.h, "Fused decode designs"):
 // a design runs from its host arguments, the DDR buffers the device runtime would pass. Each
 // column's DDR stream is gathered through the runtime sequence's fill access patterns and split
-// over its 4 cores ([object][core][2 KiB], as the memtile split does); every core consumes its
-// stream in the design's part order and runs the core kernels (aie_kernels/kernels.h) on it; the exchanges
-// gather the cores' output slices in (column, row) order, as the memtile join chain does; the
-// outputs leave through the drain steps' access patterns. Only bf16 designs are executed.
+// over its 4 cores ([object][core][2 KiB], as the memtile split does); every core runs its
+// program (design.h CoreStep) over the entry points of its stage kernel (aie_kernels/<kernel>.cc)
+// through the interpreter of sim_program.h; the exchanges gather the cores' output slices in
+// (column, row) order, as the memtile join chain does; the outputs leave through the drain
+// steps' access patterns. Only bf16 designs are executed.
 // The cost model still prices the same design (sim_backend.h); this file computes, it does not
 // time. Layouts and what is not modelled: docs/npu-sim.md, "Fused designs".
 #pragma once

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <type_traits>
 
@@ -218,6 +219,9 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
     std::map<std::string, std::vector<uint8_t>> held;
     std::vector<uint8_t> state;
   };
+  // The kernels keep their L1 state in statics (swapped per core below): one run at a time.
+  static std::mutex running;
+  const std::lock_guard<std::mutex> lock(running);
   std::vector<Core> cs(P);
   for (Core& c : cs) c.state = k.fresh_state;
   // The L1 bounds are checked on the design's kernel args (what every Call passes).
@@ -230,6 +234,7 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
     for (const std::string& n : missing) names += (names.empty() ? "" : ", ") + n;
     fail(d, "its kernel args lack " + names + ", which " + k.name + " takes");
   }
+  std::map<const CoreStep*, StageScalars> call_scalars;  // each Call step's scalars, merged once
   std::vector<std::vector<uint8_t>> joined;  // per exchange round: every core's slice in order
   std::vector<size_t> given;
   std::map<std::string, std::vector<uint8_t>> outputs;
@@ -238,13 +243,22 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
     for (size_t p = 0; p < P; ++p) {
       Core& c = cs[p];
       const std::vector<CoreStep>& prog = cores[p]->program;
-      std::memcpy(k.state, c.state.data(), k.state_bytes);
-      for (;;) {
+      const auto next_step = [&] {  // unwinds finished loops; false when the program is done
         while (!c.loops.empty() && int64_t(c.pc) == c.loops.back()[1]) {
           if (--c.loops.back()[2] > 0) c.pc = size_t(c.loops.back()[0]);
           else c.loops.pop_back();
         }
-        if (c.pc == prog.size()) break;
+        return c.pc < prog.size();
+      };
+      const auto waits = [&] {  // for an exchange some core has not given yet
+        const CoreStep& s = prog[c.pc];
+        return s.op == CoreOp::Acquire && s.name == "act" && (c.takes >= given.size() || given[c.takes] < P);
+      };
+      // The core's state (large) is swapped in only for a visit that calls an entry point.
+      if (!next_step() || waits()) continue;
+      bool live = false;
+      for (;;) {
+        if (!next_step()) break;
         const CoreStep& s = prog[c.pc];
         if (s.op == CoreOp::Loop) {
           c.loops.push_back({int64_t(c.pc) + 1, int64_t(c.pc) + 1 + s.body, s.count});
@@ -258,7 +272,7 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
             std::memcpy(obj.data(), streams[p].data() + c.ddr * kObj, kObj);
             ++c.ddr;
           } else if (s.name == "act") {
-            if (c.takes >= given.size() || given[c.takes] < P) break;  // waits for every core's slice
+            if (waits()) break;  // for every core's slice
             obj = joined[c.takes];
           }
           c.held[s.name] = std::move(obj);
@@ -278,16 +292,21 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
         } else {
           auto e = k.entries.find(s.name);
           if (e == k.entries.end()) fail(d, "calls " + s.name + ", which " + k.name + " does not define");
+          if (!live) std::memcpy(k.state, c.state.data(), k.state_bytes), live = true;
           std::vector<uint8_t*> objects;
           for (const std::string& f : s.operands) objects.push_back(c.held.at(f).data());
-          StageScalars scalars = runtime;
-          for (const auto& [name, v] : s.args) scalars[name] = v;
-          e->second(objects.data(), scalars);
+          auto merged = call_scalars.find(&s);
+          if (merged == call_scalars.end()) {
+            StageScalars scalars = runtime;
+            for (const auto& [name, v] : s.args) scalars[name] = v;
+            merged = call_scalars.emplace(&s, std::move(scalars)).first;
+          }
+          e->second(objects.data(), merged->second);
         }
         ++c.pc;
         busy = true;
       }
-      std::memcpy(c.state.data(), k.state, k.state_bytes);
+      if (live) std::memcpy(c.state.data(), k.state, k.state_bytes);
     }
   }
   for (size_t p = 0; p < P; ++p)

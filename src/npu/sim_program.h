@@ -3,8 +3,8 @@
 // and calls its entry points in its program's order, one core at a time until it waits for an
 // exchange the others have not given yet; the memtile join of an exchange is the cores' slices
 // side by side in (column, row) order, as the join chain builds it. This is the design data
-// driving the kernel sources directly (npu-sim's sim_exec.cpp still runs its own stage order);
-// tests/npu/test_aie_stage_kernels.cpp checks the two agree bit for bit.
+// driving the kernel sources directly, and it is how npu-sim executes the fused designs
+// (sim_exec.h run_design): the stage computation exists once, in aie_kernels/.
 //
 // Scalars: an entry point takes int32 scalars by name: the step's args (design.h CoreStep::args:
 // the fused families pass their core's kernel args, "cores" and, where the kernel takes it,
@@ -12,7 +12,7 @@
 // f32 bits: "eps_bits", "offset_bits", "scale_bits"; "interleaved") -- exactly what the
 // emitted design.py passes (its runtime constants). A design whose calls lack one of the
 // kernel's scalars (scalars_beyond_program()) is refused before it runs.
-// The kernels' state is the sources' static L1 state: one program run at a time per process.
+// The kernels' state is the sources' static L1 state: program runs are serialised (a lock).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -64,8 +64,9 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
                                                               const std::vector<std::vector<uint8_t>>& streams,
                                                               const StageScalars& runtime);
 
-// run_design's counterpart: the design's kernel (stage_kernel(name of its cores' kernel)) run
-// through the programs on `args`, the outputs written through the drain steps' access patterns.
+// The design's kernel (stage_kernel(name of its cores' kernel)) run through the programs on
+// `args`, the outputs written through the drain steps' access patterns. run_design is this plus
+// its checks of the arguments and the shape.
 void run_design_programs(const Design& d, HostArgs& args, const SimKernelArgs& k = {});
 
 }  // namespace xdna::npu
