@@ -1,9 +1,10 @@
 // Pieces the fused stage kernels share (qkv_rope_bf16.cc, attention_decode_bf16.cc,
 // lm_head_bf16.cc, decode_layer_bf16.cc): the split of the work over the cores (as
 // design_families_fused.cpp and npu-sim's src/npu/sim_exec.cpp make it), one 16-value block of
-// a streamed GEMV, the exchange slices, the streamed QKV part, QK-norm + RoPE and the streamed
-// flash-decoding attention with its combine. npu (needs hardware and the toolchain, unverified
-// here). Every piece keeps npu-sim's order of operations (see each kernel's header comment).
+// a streamed GEMV, the exchange slices, the streamed QKV part, QK-norm + RoPE, the streamed
+// flash-decoding attention with its combine, and lm_head's stages (also lm_head_int8.cc). npu
+// (needs hardware and the toolchain, unverified here). Every piece keeps npu-sim's order of
+// operations (see each kernel's header comment).
 #pragma once
 #include <cmath>
 #include <cstring>
@@ -212,5 +213,27 @@ inline bool attn_take(xk_impl::AttnPartState& st, const AttnShape& s, const uint
   }
   return true;
 }
+
+
+// ---- lm_head (lm_head_bf16.cc, lm_head_int8.cc): the stages and the logits objects ---------
+namespace lm_head {
+
+enum Stage : int32_t { kNone, kX, kNorm, kRows };
+
+// Logits objects of `chunk` rows (at most 256: 1 KiB of f32), as design_families_fused.cpp splits.
+inline int32_t chunk_rows(int32_t cores, int32_t vocab) {
+  const int32_t per_core = ceil_div(vocab, cores);
+  return per_core < 256 ? per_core : 256;
+}
+
+template <class State>
+void enter(State& st, int32_t stage, bool part_start) {
+  if (st.stage == stage) return;
+  st.stage = stage;
+  if (part_start) st.pos = 0;
+  if (stage == kX) st.x_have = 0, st.chunk_out = 0;  // a new invocation
+}
+
+}  // namespace lm_head
 
 }  // namespace xk_fused

@@ -166,6 +166,92 @@ void decode_layer_bf16_down_result(xk::bf16* out, int32_t context, int32_t core,
                                    int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
                                    int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
                                    int32_t interleaved, int32_t scale_bits);
+// decode_layer design's stage entry points with int8 weights (decode_layer_int8.cc).
+void decode_layer_int8_x(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                         int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                         int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                         int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_qkv(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                           int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                           int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                           int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_qkv_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_qkv_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_rope(const float* cos_sin, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                            int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                            int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                            int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_rope_kv_new(xk::bf16* out, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                   int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                   int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                   int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_attention(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                 int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                 int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                 int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_attention_give(uint8_t* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                      int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter,
+                                      int32_t kv_heads, int32_t post_norms, int32_t qk_norm, int32_t eps_bits,
+                                      int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_attention_take(const uint8_t* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                      int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter,
+                                      int32_t kv_heads, int32_t post_norms, int32_t qk_norm, int32_t eps_bits,
+                                      int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_o(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                         int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                         int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                         int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_o_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                              int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                              int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                              int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_o_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                              int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                              int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                              int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_gate_up(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                               int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                               int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                               int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_gate_up_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                    int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                    int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                    int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_gate_up_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                    int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                    int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                    int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_down(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                            int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                            int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                            int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_down_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                 int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                 int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                 int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_down_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                 int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                 int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                 int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_down_result(xk::bf16* out, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                   int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                   int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                   int32_t interleaved, int32_t scale_bits);
+// lm_head design's stage entry points with int8 weights (lm_head_int8.cc).
+void lm_head_int8_x(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
+                    int32_t offset_bits);
+void lm_head_int8_norm(const uint8_t* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
+                       int32_t offset_bits);
+void lm_head_int8_rows(const uint8_t* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
+                       int32_t offset_bits);
+void lm_head_int8_rows_out(float* out, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
+                           int32_t offset_bits);
 }
 
 // What the entry points run, with the store rounding as an argument (the entry points pass
@@ -193,7 +279,7 @@ void gemv_bfp16(const uint8_t* W, const uint8_t* x, xk::bf16* y, int32_t k, int3
 
 // The state an mlp_fused core keeps in L1 between its entry points (static in mlp_fused_bf16.cc:
 // each core has its own). Bounds: hidden <= kMaxHidden, intermediate <= kMaxInter, a core's
-// rows <= kMaxRows. The host reaches it to run several cores in one process (tests).
+// rows <= kMaxRows. On the host npu-sim gives each core its own (xk::core_state).
 struct MlpFusedState {
   static constexpr int32_t kMaxHidden = 2048, kMaxInter = 8192, kMaxRows = 256;
   xk::bf16 x[kMaxHidden], h[kMaxInter], y[kMaxHidden], gate_up[2 * kMaxRows], down[kMaxRows];
@@ -206,7 +292,7 @@ MlpFusedState& mlp_fused_bf16_state();
 
 // The pieces of L1 state the other fused stage kernels share (fused_stage.h). Bounds: hidden
 // <= kMaxHidden, q + k + v values <= kMaxQkv, a core's rows of any matrix <= kMaxRows,
-// head_dim <= kMaxDim. All plain data: the host copies a core's state in and out (tests).
+// head_dim <= kMaxDim. All plain data: npu-sim keeps one per core (xk::core_state).
 struct FusedBounds {
   static constexpr int32_t kMaxHidden = 4096, kMaxQkv = 8192, kMaxQ = 4096, kMaxRows = 512, kMaxDim = 256;
   static constexpr int32_t kMaxInter = 8192, kMaxCores = 32;
@@ -261,8 +347,27 @@ struct DecodeLayerState : FusedBounds {
   xk::bf16 carry[2048];  // blocks of the weights that wait for an exchange (h1, then h)
   xk::accum<xk::accfloat, 16> acc = xk::zeros<xk::accfloat, 16>();
 };
+// The int8-weight kernels' extra L1 state (fused_stage_int8.h): the vector the rows in flight
+// multiply, quantized per row (q, its scale sx), the 32-lane int32 accumulator of the row in
+// flight, and each finished row's exact sum and weight scale until the core gives its values.
+struct Int8RowsState {
+  static constexpr int32_t kMaxVector = FusedBounds::kMaxInter, kMaxRows = 2 * FusedBounds::kMaxRows;
+  alignas(32) int8_t q[kMaxVector];  // 32-lane loads at 32-byte offsets
+  float sx = 0.0f;
+  int32_t sums[kMaxRows];
+  float scales[kMaxRows];
+  xk::accum<xk::acc32, 32> acc = xk::zeros<xk::acc32, 32>();
+};
+struct DecodeLayerInt8State : DecodeLayerState {
+  Int8RowsState i8;
+};
+struct LmHeadInt8State : LmHeadState {
+  Int8RowsState i8;  // sums and scales: a ring of two logits objects, as logits
+};
 QkvRopeState& qkv_rope_bf16_state();
 AttentionDecodeState& attention_decode_bf16_state();
 LmHeadState& lm_head_bf16_state();
 DecodeLayerState& decode_layer_bf16_state();
+DecodeLayerInt8State& decode_layer_int8_state();
+LmHeadInt8State& lm_head_int8_state();
 }  // namespace xk_impl

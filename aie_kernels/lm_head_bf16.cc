@@ -16,22 +16,10 @@
 
 namespace {
 
-xk_impl::LmHeadState g_state;  // the core's own (L1)
+xk_impl::LmHeadState g_own;  // the core's own (L1)
+#define g_state xk::core_state(g_own)  // (xdna_aie_api.h: npu-sim runs many cores)
 
-enum Stage : int32_t { kNone, kX, kNorm, kRows };
-
-// Logits objects of `chunk` rows (at most 256: 1 KiB of f32), as design_families_fused.cpp splits.
-int32_t chunk_rows(int32_t cores, int32_t vocab) {
-  const int32_t per_core = xk_fused::ceil_div(vocab, cores);
-  return per_core < 256 ? per_core : 256;
-}
-
-void enter(int32_t stage, bool part_start) {
-  if (g_state.stage == stage) return;
-  g_state.stage = stage;
-  if (part_start) g_state.pos = 0;
-  if (stage == kX) g_state.x_have = 0, g_state.chunk_out = 0;  // a new invocation
-}
+using namespace xk_fused::lm_head;  // Stage, chunk_rows, enter
 
 // The weights part: [gamma][rows], taken in 16-value blocks.
 // Row r's logit goes to slot r mod (2 chunk): the rows of the next object that share a DDR
@@ -63,21 +51,21 @@ LmHeadState& lm_head_bf16_state() { return g_state; }
 
 extern "C" void lm_head_bf16_x(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
                                int32_t offset_bits) {
-  enter(kX, true);
+  enter(g_state, kX, true);
   xk_fused::take_vector(g_state.x, g_state.x_have, hidden, obj);
 }
 
 extern "C" void lm_head_bf16_norm(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab,
                                   int32_t eps_bits, int32_t offset_bits) {
   const xk::rounding_scope scope(xk::Rounding::NearestEven);
-  enter(kNorm, true);
+  enter(g_state, kNorm, true);
   weights(obj, cores, hidden, vocab, xk::f32_from_bits(eps_bits), xk::f32_from_bits(offset_bits), scope.mode);
 }
 
 extern "C" void lm_head_bf16_rows(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab,
                                   int32_t eps_bits, int32_t offset_bits) {
   const xk::rounding_scope scope(xk::Rounding::NearestEven);
-  enter(kRows, false);
+  enter(g_state, kRows, false);
   weights(obj, cores, hidden, vocab, xk::f32_from_bits(eps_bits), xk::f32_from_bits(offset_bits), scope.mode);
 }
 

@@ -22,7 +22,8 @@ constexpr int32_t kLanes = 16;
 
 int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
 
-xk_impl::MlpFusedState g_state;  // the core's own (L1): one per core on the array
+xk_impl::MlpFusedState g_own;  // the core's own (L1)
+#define g_state xk::core_state(g_own)  // (xdna_aie_api.h: npu-sim runs many cores)
 
 struct Shape {
   int32_t cores, hidden, inter, ri, rh, slice;  // ri / rh: the core's gate-up / down rows; slice in bf16

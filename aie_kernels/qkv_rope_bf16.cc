@@ -17,7 +17,8 @@
 
 namespace {
 
-xk_impl::QkvRopeState g_state;  // the core's own (L1)
+xk_impl::QkvRopeState g_own;  // the core's own (L1)
+#define g_state xk::core_state(g_own)  // (xdna_aie_api.h: npu-sim runs many cores)
 
 enum Stage : int32_t { kNone, kX, kQkv, kRope };
 

@@ -124,6 +124,19 @@ struct mmul_bfp16 {
 
 namespace xk {
 
+// A stage kernel's L1 state: on the core, the source's own static (one per core on the array).
+// On the host, npu-sim's interpreter (src/npu/sim_program.cpp) runs many cores in one process:
+// it points t_core_state at the state it keeps for the core it calls, and core_state() returns
+// that; unset (any direct caller) it is the source's static.
+#ifdef __AIENGINE__
+template <class T>
+inline T& core_state(T& own) { return own; }
+#else
+inline thread_local void* t_core_state = nullptr;
+template <class T>
+inline T& core_state(T& own) { return t_core_state ? *static_cast<T*>(t_core_state) : own; }
+#endif
+
 // Reduction of an accumulator by halving: lane i += lane i + N/2 until one lane is left, in
 // f32 (one rounding per add) or wrapping 32-bit integers. The order of aie_numerics.h's
 // reduce_add, written out so both builds add in the same order.

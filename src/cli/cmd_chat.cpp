@@ -40,7 +40,8 @@ ReplyFn local_replies(const ChatCliOptions& o, std::string& banner) {
   auto devices = std::make_shared<DeviceBackends>();
   const std::vector<Backend*> backends = devices->list(o.llm.device, o.llm.fallback);
   // npu-sim: decode through the fused plan, or op by op; either way said once, here.
-  if (const auto fused = devices->fused_decode(*lm)) std::fprintf(stderr, "%s", fused->placement_text().c_str());
+  if (const auto fused = devices->fused_decode(*lm, resolve_npu_weights(o.llm)))
+    std::fprintf(stderr, "%s", fused->placement_text().c_str());
   return [&o, lm, devices, backends](const nlohmann::json& history, uint64_t seed) {
     GenerateRequest req = make_request(o.llm, encode_prompt(*lm, lm->render_chat(history)));
     req.sampling.seed = seed;

@@ -81,7 +81,7 @@ void run_generate(const GenerateCliOptions& o) {
   }
   DeviceBackends devices;
   req.backends = devices.list(o.llm.device, o.llm.fallback);
-  req.fused_decode = devices.fused_decode(*lm);  // npu-sim: decode through the fused plan if it can
+  req.fused_decode = devices.fused_decode(*lm, resolve_npu_weights(o.llm));  // npu-sim: the fused plan if it can
 
   GenerateResult r = generate(*lm, req, [&](const GeneratedPiece& p) {
     if (!o.json && !p.text.empty()) {

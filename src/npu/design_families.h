@@ -120,12 +120,6 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& s, int columns =
 // join per column and drain (no exchange).
 Design lm_head_design(DType dtype, int64_t vocab, int64_t hidden, int columns = 8);
 
-// conv2d (NHWC, bf16, stride 1, 'same' padding) as an implicit GEMM: output pixels split over
-// the cores in blocks of rows; each core receives its input rows plus the halo through the DDR
-// stream and all weights [kh][kw][Cin][Cout] once (they must fit L1 next to the buffers).
-Design conv2d_design(int64_t height, int64_t width, int64_t c_in, int64_t c_out, int64_t kernel,
-                     int columns = 8);
-
 }  // namespace xdna::npu
 
 namespace xdna::npu {

@@ -1,4 +1,4 @@
-// Fused decode designs, the LM head and conv2d: one topology (design_families.h, "Fused decode
+// Fused decode designs and the LM head: one topology (design_families.h, "Fused decode
 // designs") instantiated with different stage lists. Per-core work and bytes are those of the
 // busiest core (shapes are split with ceil, so some cores have padding rows).
 #include <algorithm>
@@ -65,7 +65,6 @@ struct FusedSpec {
   int64_t kv_new_bytes = 0;          // drained by core (0,2)
   int64_t join_bytes = 0;            // per core per object, joined per column and drained
   int64_t join_objects = 1;          //   (no exchange)
-  int64_t const_bytes = 0;           // broadcast per column to its cores (no exchange)
   std::vector<Stage> stages;         // the cores' program (empty: one kernel call per object)
 };
 
@@ -129,7 +128,7 @@ void add_programs(Design& d, const FusedSpec& f, int64_t stream_objects) {
 Design build_fused(const FusedSpec& f) {
   check(f.columns >= 1 && f.columns <= kAie2p.columns, f.family,
         "columns must be 1.." + std::to_string(kAie2p.columns) + ", got " + std::to_string(f.columns));
-  check(!(f.exchanges > 0 && (f.join_bytes > 0 || f.const_bytes > 0)), f.family,
+  check(!(f.exchanges > 0 && f.join_bytes > 0), f.family,
         "an exchanging design uses core S2MM1 and MM2S0 for the exchange");
   Design d;
   d.family = f.family;
@@ -223,12 +222,6 @@ Design build_fused(const FusedSpec& f) {
       fifo(cname("out", c) + "_l2l3", {mem(c), 4}, {{shim(c), 0}}, 2, kCores * f.join_bytes, f.join_objects);
       d.links.push_back(join);
     }
-  if (f.const_bytes > 0)
-    for (int c = 0; c < f.columns; ++c) {
-      std::vector<FifoEnd> cons;
-      for (int r = 0; r < kCores; ++r) cons.push_back({core(c, r), 1});
-      fifo(cname("const", c), {shim(c), 1}, cons, 1, f.const_bytes, 1);
-    }
   if (f.result_bytes > 0) fifo("result", {last_core, 1}, {{shim(last_col), 0}}, 1, f.result_bytes, 1);
   if (f.kv_new_bytes > 0) fifo("kv_new", {core(0, 0), 1}, {{shim(0), 1}}, 1, f.kv_new_bytes, 1);
   if (!f.stages.empty()) add_programs(d, f, objects);
@@ -257,9 +250,6 @@ Design build_fused(const FusedSpec& f) {
                               contiguous_pattern(c * col_bytes, col_bytes)});
       }
     }
-    if (f.const_bytes > 0)
-      d.sequence.push_back({SeqOp::Fill, cname("const", c), arg("const", f.const_bytes),
-                            contiguous_pattern(0, f.const_bytes)});
     if (f.join_bytes > 0) {
       const int64_t col = kCores * f.join_bytes * f.join_objects;
       d.sequence.push_back({SeqOp::Drain, cname("out", c) + "_l2l3", arg("out", col * f.columns),
@@ -275,7 +265,6 @@ Design build_fused(const FusedSpec& f) {
   for (int c = 0; c < f.columns; ++c) {
     if (f.join_bytes > 0) d.sequence.push_back({SeqOp::Wait, cname("out", c) + "_l2l3", 0, {}});
     d.sequence.push_back({SeqOp::Wait, cname("ddr", c) + "_l3l2", 0, {}});
-    if (f.const_bytes > 0) d.sequence.push_back({SeqOp::Wait, cname("const", c), 0, {}});
   }
   if (f.result_bytes > 0) d.sequence.push_back({SeqOp::Wait, "result", 0, {}});
   if (f.kv_new_bytes > 0) d.sequence.push_back({SeqOp::Wait, "kv_new", 0, {}});
@@ -290,6 +279,12 @@ void check_shape(const std::string& fam, const DecodeLayerShape& s) {
   check(s.heads % s.kv_heads == 0, fam, "heads " + std::to_string(s.heads) +
         " is not a multiple of kv_heads " + std::to_string(s.kv_heads));
   check(s.hidden % 16 == 0 && s.head_dim % 16 == 0, fam, "hidden and head_dim must be multiples of 16");
+}
+
+// A core's slice of `rows` rows of k weights in its stream: int8 rows are followed by their f32
+// per-row scales, padded to a 32-byte block (aie_kernels/fused_stage_int8.h).
+int64_t matrix_bytes(DType t, int64_t rows, int64_t k) {
+  return rows * dtype_bytes(t, k) + (t == DType::I8 ? round_up(rows * 4, 32) : 0);
 }
 
 void check_weights(const std::string& fam, DType t) {
@@ -313,7 +308,7 @@ struct Stages {
   int64_t q_dim() const { return s.heads * s.head_dim; }
   int64_t kv_dim() const { return s.kv_heads * s.head_dim; }
   int64_t rows(int64_t n) const { return ceil_div(n, P); }
-  int64_t wbytes(int64_t n, int64_t k) const { return rows(n) * dtype_bytes(dtype, k); }
+  int64_t wbytes(int64_t n, int64_t k) const { return matrix_bytes(dtype, rows(n), k); }
   // Attention split: cores per KV head (position blocks) or KV heads per core.
   int64_t kv_per_core() const { return ceil_div(s.kv_heads, P); }
   int64_t cores_per_kv() const { return std::max<int64_t>(1, P / s.kv_heads); }
@@ -503,7 +498,7 @@ Design lm_head_design(DType dtype, int64_t vocab, int64_t hidden, int columns) {
   f.name = fam + "_" + std::string(dtype_name(dtype)) + "_" + std::to_string(vocab) + "x" +
            std::to_string(hidden) + "_c" + std::to_string(columns);
   f.params = {{"vocab", vocab}, {"hidden", hidden}, {"vocab_pad", rows * P}};
-  f.parts = {{"x", hidden * 2, true}, {"weights", hidden * 2 + rows * dtype_bytes(dtype, hidden), false}};
+  f.parts = {{"x", hidden * 2, true}, {"weights", hidden * 2 + objects * matrix_bytes(dtype, chunk, hidden), false}};
   f.kernel = {"lm_head_" + std::string(dtype_name(dtype)), dtype,
               {{"cores", P}, {"hidden", hidden}, {"vocab", vocab}}, 0, rows * hidden, hidden * 3};
   f.join_bytes = chunk * 4;
@@ -512,36 +507,7 @@ Design lm_head_design(DType dtype, int64_t vocab, int64_t hidden, int columns) {
   // x; the norm gamma; then per logits object its rows, the object out.
   f.stages = {{"x", hidden * 2, true}, {"norm", hidden * 2, true}};
   for (int64_t o = 0; o < objects; ++o)
-    f.stages.push_back({"rows", chunk * dtype_bytes(dtype, hidden), false, 0, {"out"}});
-  return build_fused(f);
-}
-
-Design conv2d_design(int64_t height, int64_t width, int64_t c_in, int64_t c_out, int64_t kernel,
-                     int columns) {
-  const std::string fam = "conv2d";
-  for (auto [what, v] : {std::pair{"height", height}, {"width", width}, {"c_in", c_in},
-                         {"c_out", c_out}, {"kernel", kernel}})
-    check(v > 0, fam, std::string(what) + " must be positive, got " + std::to_string(v));
-  check(kernel % 2 == 1, fam, "kernel " + std::to_string(kernel) + " must be odd ('same' padding)");
-  check(c_in % 8 == 0 && c_out % 2 == 0, fam, "c_in must be a multiple of 8 and c_out even");
-  const int64_t P = int64_t(columns) * kCores;
-  const int64_t rows = ceil_div(height, P);  // output rows per core
-  const int64_t in_rows = rows + kernel - 1;  // with the halo
-  const int64_t w_bytes = kernel * kernel * c_in * c_out * 2;
-  FusedSpec f;
-  f.family = fam;
-  f.columns = columns;
-  f.name = fam + "_" + std::to_string(height) + "x" + std::to_string(width) + "x" + std::to_string(c_in) +
-           "_" + std::to_string(c_out) + "_k" + std::to_string(kernel) + "_c" + std::to_string(columns);
-  f.params = {{"height", height}, {"width", width}, {"c_in", c_in}, {"c_out", c_out},
-              {"kernel", kernel}, {"rows_per_core", rows}};
-  f.parts = {{"input", in_rows * width * c_in * 2, false}};
-  // Implicit GEMM: [rows*width] x [k*k*c_in] x [c_out] through the bf16 mmul.
-  f.kernel = {"conv2d_bf16", DType::BF16, {{"kernel", kernel}, {"c_in", c_in}, {"c_out", c_out}},
-              rows * width * kernel * kernel * c_in * c_out, 0, 0};
-  f.const_bytes = w_bytes;
-  f.join_bytes = round_up(rows * width * c_out * 2, 4);
-  f.core_buffers = {{"acc", width * c_out * 4, DType::F32}};
+    f.stages.push_back({"rows", matrix_bytes(dtype, chunk, hidden), false, 0, {"out"}});
   return build_fused(f);
 }
 

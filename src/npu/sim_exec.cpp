@@ -53,6 +53,7 @@ constexpr int64_t kObj = 2048;
 constexpr int kCores = 4;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 int64_t obj_pad(int64_t bytes) { return ceil_div(bytes, kObj) * kObj; }
 
 using sim::fail;
@@ -73,6 +74,7 @@ int arg_index(const Design& d, const std::string& name) {
 struct Geometry {
   int64_t P = 0, hidden = 0, heads = 0, kv_heads = 0, D = 0, I = 0, context = 1;
   bool qk_norm = false, post_norms = false;
+  DType weights = DType::BF16;  // the cores' kernel dtype: bf16 or i8
   int64_t q_dim() const { return heads * D; }
   int64_t kv_dim() const { return kv_heads * D; }
   int64_t n_qkv() const { return q_dim() + 2 * kv_dim(); }
@@ -98,9 +100,10 @@ Geometry geometry(const Design& d, bool layer) {
   Geometry g;
   for (const TileUse& t : d.tiles)
     if (t.has_kernel) {
-      if (t.kernel.dtype != DType::BF16)
+      if (t.kernel.dtype != DType::BF16 && t.kernel.dtype != DType::I8)
         fail(d, "kernel dtype " + std::string(dtype_name(t.kernel.dtype)) +
-                    ": npu-sim executes only bf16 fused designs (int8 and bfp16 are priced, not executed)");
+                    ": npu-sim executes bf16 and int8 fused designs (bfp16 is priced, not executed)");
+      g.weights = t.kernel.dtype;
       ++g.P;
     }
   if (g.P == 0 || g.P % kCores) fail(d, "has " + std::to_string(g.P) + " cores, not whole columns of 4");
@@ -215,6 +218,32 @@ void put_rows(Writer& w, const std::vector<float>& m, int64_t n, int64_t k, int6
     }
   }
 }
+// Rows [first, first + count) of a [n][k] f32 matrix as the design's weights: bf16 (put_rows),
+// or int8 quantized per row (core/numeric.h quantize_int8, one scale per row) followed by the
+// rows' f32 scales padded to a 32-byte block (aie_kernels/fused_stage_int8.h).
+void put_matrix(Writer& w, DType t, const std::vector<float>& m, int64_t n, int64_t k, int64_t first,
+                int64_t count) {
+  if (t != DType::I8) {
+    for (int64_t r = first; r < first + count; ++r) put_rows(w, m, n, k, r, 1);
+    return;
+  }
+  std::vector<float> scales(static_cast<size_t>(round_up(count, 8)), 0.0f);
+  std::vector<int8_t> q(static_cast<size_t>(k));
+  for (int64_t r = first; r < first + count; ++r) {
+    if (r < n) {
+      quantize_int8(m.data() + r * k, 1, k, k, q.data(), &scales[size_t(r - first)]);
+      w.put(q.data(), k);
+    } else {
+      w.zeros(k);
+    }
+  }
+  w.put(scales.data(), int64_t(scales.size()));
+}
+// Bytes of such rows (design_families_fused.cpp, matrix_bytes).
+int64_t matrix_bytes(DType t, int64_t rows, int64_t k) {
+  return t == DType::I8 ? rows * k + round_up(rows * 4, 32) : rows * k * 2;
+}
+
 void put_vec(Writer& w, const std::vector<float>& v) {
   const std::vector<bf16> b = to_bf16(v);
   w.put(b.data(), int64_t(b.size()));
@@ -235,12 +264,15 @@ HostArgs empty_args(const Design& d) {
 // down rows, [post-FFN gamma].
 int64_t rest_bytes(const Geometry& g) {
   const int64_t Rh = g.rows(g.hidden), Ri = g.rows(g.I);
-  return Rh * g.q_dim() * 2 + g.hidden * 2 + 2 * Ri * g.hidden * 2 + Rh * g.I * 2 + (g.post_norms ? 4 * g.hidden : 0);
+  return matrix_bytes(g.weights, Rh, g.q_dim()) + g.hidden * 2 + 2 * matrix_bytes(g.weights, Ri, g.hidden) +
+         matrix_bytes(g.weights, Rh, g.I) + (g.post_norms ? 4 * g.hidden : 0);
 }
 
 void check_dims(const Design& d, const Geometry& g) {
   if (g.hidden % 16 || g.I % 16 || g.D % 16)
     fail(d, "hidden, intermediate and head_dim must be multiples of 16 (the GEMV kernels' lanes)");
+  if (g.weights == DType::I8 && (g.hidden % 32 || g.I % 32 || g.q_dim() % 32))
+    fail(d, "int8 weights need hidden, intermediate and heads x head_dim in multiples of 32 (the int8 GEMV's lanes)");
 }
 
 Geometry mlp_geometry(const Design& d) {
@@ -253,10 +285,11 @@ Geometry mlp_geometry(const Design& d) {
 // LM head: logits of core p, object o at rows p * R + o * chunk; each column joins [object][core].
 struct HeadGeometry {
   int64_t P, vocab, hidden, R, chunk, objects;
+  DType weights;
 };
 HeadGeometry head_geometry(const Design& d) {
   const Geometry g = geometry(d, false);
-  HeadGeometry h{g.P, param(d, "vocab"), param(d, "hidden"), 0, 0, 0};
+  HeadGeometry h{g.P, param(d, "vocab"), param(d, "hidden"), 0, 0, 0, g.weights};
   h.R = param(d, "vocab_pad") / h.P;
   h.chunk = std::min<int64_t>(256, ceil_div(h.vocab, h.P));
   h.objects = h.R / h.chunk;
@@ -315,12 +348,12 @@ void put_attn_parts(Writer& w, const Geometry& g, const SimLayerWeights& lw, std
   const int64_t Rq = g.rows(g.n_qkv());
   w.part(g.hidden * 2);
   w.put(x.data(), g.hidden);
-  w.part(g.hidden * 2 + Rq * g.hidden * 2 + (g.qk_norm ? 4 * g.D : 0));
+  w.part(g.hidden * 2 + matrix_bytes(g.weights, Rq, g.hidden) + (g.qk_norm ? 4 * g.D : 0));
   put_vec(w, lw.attn_norm);
   std::vector<float> qkv(lw.q);
   qkv.insert(qkv.end(), lw.k.begin(), lw.k.end());
   qkv.insert(qkv.end(), lw.v.begin(), lw.v.end());
-  put_rows(w, qkv, g.n_qkv(), g.hidden, p, Rq);
+  put_matrix(w, g.weights, qkv, g.n_qkv(), g.hidden, p * Rq, Rq);
   if (g.qk_norm) put_vec(w, lw.q_norm), put_vec(w, lw.k_norm);
   w.part(2 * g.D * 2);
   w.put(rope.data(), g.D);
@@ -383,12 +416,12 @@ HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& lw, std::span
     put_attn_parts(w, g, lw, x, rope, p);
     put_kv(w, g, kv, first, kv.length, p);
     w.part(rest_bytes(g));
-    put_rows(w, lw.o, g.hidden, g.q_dim(), p, Rh);
+    put_matrix(w, g.weights, lw.o, g.hidden, g.q_dim(), p * Rh, Rh);
     if (g.post_norms) put_vec(w, lw.post_attn_norm);
     put_vec(w, lw.ffn_norm);
-    put_rows(w, lw.gate, g.I, g.hidden, p, Ri);
-    put_rows(w, lw.up, g.I, g.hidden, p, Ri);
-    put_rows(w, lw.down, g.hidden, g.I, p, Rh);
+    put_matrix(w, g.weights, lw.gate, g.I, g.hidden, p * Ri, Ri);
+    put_matrix(w, g.weights, lw.up, g.I, g.hidden, p * Ri, Ri);
+    put_matrix(w, g.weights, lw.down, g.hidden, g.I, p * Rh, Rh);
     if (g.post_norms) put_vec(w, lw.post_ffn_norm);
     streams.push_back(w.finish());
   }
@@ -435,6 +468,7 @@ HostArgs pack_attention_decode(const Design& d, std::span<const aie::bf16> q, co
 HostArgs pack_mlp_fused(const Design& d, const SimLayerWeights& lw, std::span<const aie::bf16> x) {
   if (d.family != "mlp_fused") fail(d, "is not an mlp_fused design");
   const Geometry g = mlp_geometry(d);
+  if (g.weights != DType::BF16) fail(d, "npu-sim packs mlp_fused with bf16 weights only (no mlp_fused_int8 kernel)");
   check_dims(d, g);
   if (int64_t(x.size()) != g.hidden) fail(d, "x has " + std::to_string(x.size()) + " values");
   check_len(d, lw.gate, g.I * g.hidden, "gate");
@@ -470,9 +504,10 @@ HostArgs pack_lm_head(const Design& d, std::span<const float> gamma, std::span<c
     Writer w;
     w.part(h.hidden * 2);
     w.put(x.data(), h.hidden);
-    w.part(h.hidden * 2 + h.R * h.hidden * 2);
+    w.part(h.hidden * 2 + h.objects * matrix_bytes(h.weights, h.chunk, h.hidden));
     put_vec(w, g);
-    put_rows(w, m, h.vocab, h.hidden, p, h.R);
+    for (int64_t o = 0; o < h.objects; ++o)
+      put_matrix(w, h.weights, m, h.vocab, h.hidden, p * h.R + o * h.chunk, h.chunk);
     streams.push_back(w.finish());
   }
   HostArgs a = empty_args(d);
@@ -496,7 +531,9 @@ void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k) {
   } else if (d.family == "mlp_fused") {
     check_dims(d, mlp_geometry(d));
   } else if (d.family == "lm_head") {
-    if (head_geometry(d).hidden % 16) fail(d, "hidden must be a multiple of 16");
+    const HeadGeometry h = head_geometry(d);
+    if (h.hidden % (h.weights == DType::I8 ? 32 : 16))
+      fail(d, "hidden must be a multiple of 16 (32 with int8 weights)");
   } else {
     fail(d, "family '" + d.family + "' has no functional model in npu-sim");
   }

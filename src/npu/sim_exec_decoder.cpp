@@ -45,7 +45,7 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
     const bool local = m.is_local(i);
     s.context = state.kv[i].length + 1;
     s.window = local ? m.sliding_window : 0;  // the design reads min(context, window) positions
-    auto d = std::make_shared<const Design>(decode_layer_design(DType::BF16, s, m.columns));
+    auto d = std::make_shared<const Design>(decode_layer_design(m.weights, s, m.columns));
     HostArgs a = pack_decode_layer(*d, m.layers[i], x, local ? rope_local : rope, state.kv[i]);
     run_design(*d, a, m.kernel);
     state.kv[i].append(arg_bf16(*d, a, "kv_new", 2 * s.kv_heads * s.head_dim));
@@ -72,7 +72,7 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
     designs.push_back(std::move(d));
   }
   t0 = clock::now();
-  auto head = std::make_shared<const Design>(lm_head_design(DType::BF16, m.vocab, H, m.columns));
+  auto head = std::make_shared<const Design>(lm_head_design(m.weights, m.vocab, H, m.columns));
   HostArgs a = pack_lm_head(*head, m.final_norm, m.head, x);
   run_design(*head, a, m.kernel);
   r.logits = lm_head_logits(*head, a);

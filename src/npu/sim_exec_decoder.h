@@ -33,6 +33,9 @@ struct SimDecoderModel {
   std::vector<SimLayerWeights> layers;
   std::vector<float> final_norm, head;  // [hidden], [vocab][hidden]
   int columns = 8;
+  // The designs' weights: bf16 (decode_layer_bf16, lm_head_bf16) or i8 (decode_layer_int8,
+  // lm_head_int8: every matrix quantized per row when packed, aie_kernels/fused_stage_int8.h).
+  DType weights = DType::BF16;
 };
 
 struct SimDecoderState {

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <type_traits>
 
@@ -34,14 +33,11 @@ int32_t scalar(const StageScalars& s, const char* name) {
   return int32_t(it->second);
 }
 
+// The kernel's L1 state type: each core the interpreter runs gets its own, made fresh.
 template <class State>
-void set_state(StageKernel& k, State& live) {
-  static_assert(std::is_trivially_copyable_v<State>, "a core's state is copied as bytes");
-  k.state = &live;
-  k.state_bytes = sizeof(State);
-  const auto fresh = std::make_unique<State>();
-  k.fresh_state.assign(reinterpret_cast<const uint8_t*>(fresh.get()),
-                       reinterpret_cast<const uint8_t*>(fresh.get()) + sizeof(State));
+void set_state(StageKernel& k, State&) {
+  static_assert(std::is_trivially_copyable_v<State>, "a core's state is plain data");
+  k.fresh_state = [] { return std::shared_ptr<void>(std::make_shared<State>()); };
 }
 
 #define S(n) scalar(s, n)
@@ -84,38 +80,61 @@ StageKernel attention_decode() {
 }
 
 #define HEAD_ARGS S("cores"), S("hidden"), S("vocab"), S("eps_bits"), S("offset_bits")
+// The entry table of the lm_head kernel named p: bf16 and int8 weights share it.
+#define HEAD_KERNEL(p)                                                                                           \
+  StageKernel {                                                                                                  \
+    #p,                                                                                                          \
+        {ENTRY(p##_x, HEAD_ARGS), ENTRY(p##_norm, HEAD_ARGS), ENTRY(p##_rows, HEAD_ARGS),                        \
+         ENTRY(p##_rows_out, HEAD_ARGS)},                                                                        \
+    { "cores", "hidden", "vocab", "eps_bits", "offset_bits" }                                                    \
+  }
 StageKernel lm_head() {
-  StageKernel k{"lm_head_bf16", {
-      ENTRY(lm_head_bf16_x, HEAD_ARGS), ENTRY(lm_head_bf16_norm, HEAD_ARGS),
-      ENTRY(lm_head_bf16_rows, HEAD_ARGS), ENTRY(lm_head_bf16_rows_out, HEAD_ARGS)},
-      {"cores", "hidden", "vocab", "eps_bits", "offset_bits"}};
+  StageKernel k = HEAD_KERNEL(lm_head_bf16);
   set_state(k, xk_impl::lm_head_bf16_state());
+  return k;
+}
+
+StageKernel lm_head_int8() {
+  StageKernel k = HEAD_KERNEL(lm_head_int8);
+  set_state(k, xk_impl::lm_head_int8_state());
   return k;
 }
 
 #define LAYER_ARGS S("context"), S("core"), S("cores"), S("gelu"), S("head_dim"), S("heads"), S("hidden"), \
                    S("intermediate"), S("kv_heads"), S("post_norms"), S("qk_norm"),       \
                    S("eps_bits"), S("offset_bits"), S("interleaved"), S("scale_bits")
+// The entry table of the decode_layer kernel named p: bf16 and int8 weights share it.
+#define LAYER_KERNEL(p)                                                                                          \
+  StageKernel {                                                                                                  \
+    #p,                                                                                                          \
+        {ENTRY(p##_x, LAYER_ARGS), ENTRY(p##_qkv, LAYER_ARGS), ENTRY(p##_qkv_give, LAYER_ARGS),                  \
+         ENTRY(p##_qkv_take, LAYER_ARGS), ENTRY(p##_rope, LAYER_ARGS), ENTRY(p##_rope_kv_new, LAYER_ARGS),       \
+         ENTRY(p##_attention, LAYER_ARGS), ENTRY(p##_attention_give, LAYER_ARGS),                                \
+         ENTRY(p##_attention_take, LAYER_ARGS), ENTRY(p##_o, LAYER_ARGS), ENTRY(p##_o_give, LAYER_ARGS),         \
+         ENTRY(p##_o_take, LAYER_ARGS), ENTRY(p##_gate_up, LAYER_ARGS), ENTRY(p##_gate_up_give, LAYER_ARGS),     \
+         ENTRY(p##_gate_up_take, LAYER_ARGS), ENTRY(p##_down, LAYER_ARGS), ENTRY(p##_down_give, LAYER_ARGS),     \
+         ENTRY(p##_down_take, LAYER_ARGS), ENTRY(p##_down_result, LAYER_ARGS)},                                  \
+    {                                                                                                            \
+      "context", "core", "cores", "gelu", "head_dim", "heads", "hidden", "intermediate", "kv_heads",             \
+          "post_norms", "qk_norm", "eps_bits", "offset_bits", "interleaved", "scale_bits"                        \
+    }                                                                                                            \
+  }
 StageKernel decode_layer() {
-  StageKernel k{"decode_layer_bf16", {
-      ENTRY(decode_layer_bf16_x, LAYER_ARGS), ENTRY(decode_layer_bf16_qkv, LAYER_ARGS),
-      ENTRY(decode_layer_bf16_qkv_give, LAYER_ARGS), ENTRY(decode_layer_bf16_qkv_take, LAYER_ARGS),
-      ENTRY(decode_layer_bf16_rope, LAYER_ARGS), ENTRY(decode_layer_bf16_rope_kv_new, LAYER_ARGS),
-      ENTRY(decode_layer_bf16_attention, LAYER_ARGS), ENTRY(decode_layer_bf16_attention_give, LAYER_ARGS),
-      ENTRY(decode_layer_bf16_attention_take, LAYER_ARGS), ENTRY(decode_layer_bf16_o, LAYER_ARGS),
-      ENTRY(decode_layer_bf16_o_give, LAYER_ARGS), ENTRY(decode_layer_bf16_o_take, LAYER_ARGS),
-      ENTRY(decode_layer_bf16_gate_up, LAYER_ARGS), ENTRY(decode_layer_bf16_gate_up_give, LAYER_ARGS),
-      ENTRY(decode_layer_bf16_gate_up_take, LAYER_ARGS), ENTRY(decode_layer_bf16_down, LAYER_ARGS),
-      ENTRY(decode_layer_bf16_down_give, LAYER_ARGS), ENTRY(decode_layer_bf16_down_take, LAYER_ARGS),
-      ENTRY(decode_layer_bf16_down_result, LAYER_ARGS)},
-      {"context", "core", "cores", "gelu", "head_dim", "heads", "hidden", "intermediate", "kv_heads", "post_norms",
-       "qk_norm", "eps_bits", "offset_bits", "interleaved", "scale_bits"}};
+  StageKernel k = LAYER_KERNEL(decode_layer_bf16);
   set_state(k, xk_impl::decode_layer_bf16_state());
+  return k;
+}
+
+StageKernel decode_layer_int8() {
+  StageKernel k = LAYER_KERNEL(decode_layer_int8);
+  set_state(k, xk_impl::decode_layer_int8_state());
   return k;
 }
 
 #undef S
 #undef ENTRY
+#undef LAYER_KERNEL
+#undef HEAD_KERNEL
 
 std::vector<const TileUse*> cores_in_order(const Design& d) {
   std::vector<const TileUse*> cores;
@@ -146,12 +165,12 @@ std::string state_bounds(const std::string& name, const StageScalars& s) {
     return why;
   }
   need(H <= B::kMaxHidden, "hidden " + std::to_string(H) + " > " + std::to_string(B::kMaxHidden));
-  if (name == "lm_head_bf16") return why;  // logits leave object by object (a ring of two)
+  if (name == "lm_head_bf16" || name == "lm_head_int8") return why;  // logits leave object by object (a ring of two)
   const int64_t n_qkv = (heads + 2 * kvh) * D, group = heads / kvh;
   need(D <= B::kMaxDim && heads * D <= B::kMaxQ && n_qkv <= B::kMaxQkv, "heads x head_dim past the state's bounds");
   need(cdiv(n_qkv, P) <= B::kMaxRows && cdiv(H, P) <= B::kMaxRows && cdiv(I, P) <= B::kMaxRows && I <= B::kMaxInter,
        "a core's rows past the state's bounds");
-  if (name == "attention_decode_bf16" || name == "decode_layer_bf16") {
+  if (name == "attention_decode_bf16" || name == "decode_layer_bf16" || name == "decode_layer_int8") {
     using A = xk_impl::AttnPartState;
     const int64_t per_core = cdiv(kvh, P), cores_per_kv = std::max<int64_t>(1, P / kvh);
     const int64_t ppc = cdiv(at("context"), cores_per_kv), partial = per_core * group * (D * 2 + 8);
@@ -171,7 +190,9 @@ std::string state_bounds(const std::string& name, const StageScalars& s) {
 const StageKernel& stage_kernel(const std::string& name) {
   static const std::map<std::string, StageKernel> kernels = [] {
     std::map<std::string, StageKernel> m;
-    for (StageKernel k : {mlp_fused(), qkv_rope(), attention_decode(), lm_head(), decode_layer()}) m[k.name] = k;
+    for (StageKernel k : {mlp_fused(), qkv_rope(), attention_decode(), lm_head(), decode_layer(), decode_layer_int8(),
+                          lm_head_int8()})
+      m[k.name] = k;
     return m;
   }();
   auto it = kernels.find(name);
@@ -217,13 +238,14 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
     size_t pc = 0, ddr = 0, gives = 0, takes = 0;
     std::vector<std::array<int64_t, 3>> loops;  // first step, end, iterations left
     std::map<std::string, std::vector<uint8_t>> held;
-    std::vector<uint8_t> state;
+    std::shared_ptr<void> state;  // the core's L1 state, which its entry points reach (xk::core_state)
   };
-  // The kernels keep their L1 state in statics (swapped per core below): one run at a time.
-  static std::mutex running;
-  const std::lock_guard<std::mutex> lock(running);
   std::vector<Core> cs(P);
-  for (Core& c : cs) c.state = k.fresh_state;
+  for (Core& c : cs) c.state = k.fresh_state();
+  // The state the kernels' calls on this thread use: the called core's (unset again on return).
+  struct Designate {
+    ~Designate() { xk::t_core_state = nullptr; }
+  } designate;
   // The L1 bounds are checked on the design's kernel args (what every Call passes).
   StageScalars bounds = runtime;
   for (const auto& [name, v] : cores[0]->kernel.args) bounds[name] = v;
@@ -254,9 +276,8 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
         const CoreStep& s = prog[c.pc];
         return s.op == CoreOp::Acquire && s.name == "act" && (c.takes >= given.size() || given[c.takes] < P);
       };
-      // The core's state (large) is swapped in only for a visit that calls an entry point.
       if (!next_step() || waits()) continue;
-      bool live = false;
+      xk::t_core_state = c.state.get();
       for (;;) {
         if (!next_step()) break;
         const CoreStep& s = prog[c.pc];
@@ -292,7 +313,6 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
         } else {
           auto e = k.entries.find(s.name);
           if (e == k.entries.end()) fail(d, "calls " + s.name + ", which " + k.name + " does not define");
-          if (!live) std::memcpy(k.state, c.state.data(), k.state_bytes), live = true;
           std::vector<uint8_t*> objects;
           for (const std::string& f : s.operands) objects.push_back(c.held.at(f).data());
           auto merged = call_scalars.find(&s);
@@ -306,7 +326,6 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
         ++c.pc;
         busy = true;
       }
-      if (live) std::memcpy(c.state.data(), k.state, k.state_bytes);
     }
   }
   for (size_t p = 0; p < P; ++p)

@@ -12,11 +12,14 @@
 // f32 bits: "eps_bits", "offset_bits", "scale_bits"; "interleaved") -- exactly what the
 // emitted design.py passes (its runtime constants). A design whose calls lack one of the
 // kernel's scalars (scalars_beyond_program()) is refused before it runs.
-// The kernels' state is the sources' static L1 state: program runs are serialised (a lock).
+// Each core's L1 state is the interpreter's (one per core per run): before a core's calls it
+// designates that core's state (xk::t_core_state, xdna_aie_api.h), which the kernels' state
+// accessors return; no state is copied and runs on different threads are independent.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,18 +33,16 @@ using StageScalars = std::map<std::string, int64_t>;
 using StageEntry = std::function<void(uint8_t* const* objects, const StageScalars& scalars)>;
 
 // A kernel's stage entry points and the L1 state its source keeps between them (one per core
-// on the array; the host swaps each core's copy in and out around its calls).
+// on the array; the interpreter keeps each core's and designates it around its calls).
 struct StageKernel {
   std::string name;
   std::map<std::string, StageEntry> entries;
   std::vector<std::string> scalars;  // the scalars every entry point takes, in argument order
-  void* state = nullptr;
-  size_t state_bytes = 0;
-  std::vector<uint8_t> fresh_state = {};  // a core's state before its first call
+  std::function<std::shared_ptr<void>()> fresh_state = {};  // a core's state before its first call
 };
 
 // The stage kernel written as aie_kernels/<name>.cc (mlp_fused_bf16, qkv_rope_bf16,
-// attention_decode_bf16, lm_head_bf16, decode_layer_bf16); throws std::invalid_argument naming
+// attention_decode_bf16, lm_head_bf16, decode_layer_bf16, decode_layer_int8, lm_head_int8); throws std::invalid_argument naming
 // `name` when there is none.
 const StageKernel& stage_kernel(const std::string& name);
 

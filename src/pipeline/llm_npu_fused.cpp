@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "host/ops.h"
 #include "npu/planner.h"
 #include "pipeline/llm.h"
 
@@ -47,13 +48,16 @@ std::string spec_refusal(const DecoderSpec& s) {
 
 }  // namespace
 
-std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageModel& lm) {
+std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageModel& lm, DType weights) {
+  if (weights != DType::BF16 && weights != DType::I8)
+    throw std::invalid_argument("fused decode: weights must be bf16 or int8, not " + std::string(dtype_name(weights)));
   std::shared_ptr<NpuSimFusedDecode> f(new NpuSimFusedDecode());
+  f->weights_ = weights;
   const DecoderSpec& s = lm.decoder().spec();
   const WeightSource& w = lm.decoder().weights();
   std::string why = spec_refusal(s);
 
-  // The plan npu-sim would run: every layer must be one bf16 decode_layer at this context.
+  // The plan npu-sim would run: every layer must be one decode_layer at this context.
   npu::DecoderPlanInput in;
   in.name = lm.name();
   in.family = s.family;
@@ -64,7 +68,7 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
   in.layer_is_local = s.layer_is_local;
   in.sliding_window = s.sliding_window;
   npu::DecoderPlanOptions opts;
-  opts.weights = DType::BF16;  // the only fused designs npu-sim executes (int8 / bfp16 are priced only)
+  opts.weights = weights;
   opts.context = lm.context_length();
   try {
     const npu::DecoderPlan plan = npu::plan_decoder(in, opts);
@@ -77,8 +81,9 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
     add_reason(why, std::string("no decode plan: ") + e.what());
   }
 
-  // Every weight the designs read, in a dtype that rounds to bf16 (quantized files would run at
-  // another precision than the file holds: their int8 / bfp16 designs are priced, not executed).
+  // Every weight the designs read, as f32 / f16 / bf16 (packed as bf16, or quantized per row to
+  // int8). A quantized file stays op by op: the designs take neither its GGML blocks nor a
+  // re-quantization of them, which would run at another precision than the file holds.
   npu::SimDecoderModel& m = f->model_;
   int quantized = 0, missing = 0;
   const auto get = [&](const std::string& pattern, int64_t layer, std::vector<float>& out) {
@@ -93,7 +98,8 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
     if (!t || (*t != DType::F32 && *t != DType::F16 && *t != DType::BF16)) {
       if (quantized++ == 0)  // the first one names the case; the rest would repeat it
         add_reason(why, name + " is " + info.file_dtype +
-                          ": npu-sim executes bf16 designs only (int8 and bfp16 designs are priced, not executed)");
+                          ": the fused designs take f32/f16/bf16 weights (run as bf16, or quantized per row to "
+                          "int8), not a file's GGML blocks (bfp16 designs are priced, not executed)");
       return;
     }
     if (why.empty()) out = w.get(name).to_vector();
@@ -133,12 +139,14 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
     m.inv_freq_local = rope_inv_freq(s, w, /*local=*/true);
   }
   m.columns = opts.columns;
+  m.weights = weights;
   f->invocations_per_token_ = s.layers + 1;
   return f;
 }
 
-std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageModel& lm, npu::DeviceRuntime& device) {
-  std::shared_ptr<NpuSimFusedDecode> f = prepare(lm);
+std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageModel& lm, npu::DeviceRuntime& device,
+                                                               DType weights) {
+  std::shared_ptr<NpuSimFusedDecode> f = prepare(lm, weights);
   f->for_device_ = true;
   if (!f->enabled()) return f;
   // Whatever npu-sim runs fused, the device decoder runs too (Gemma 3's sliding-window layers,
@@ -163,16 +171,18 @@ std::unique_ptr<NpuSimFusedDecode::Sequence> NpuSimFusedDecode::begin(const Deco
   const int64_t max_len = host.context_length();
   for (size_t l = 0; l < seq->state.kv.size(); ++l) {
     npu::SimKvCache& kv = seq->state.kv[l];
-    // Host [max_len][kv_head][D] f32 -> design [kv_head][max_len][D] bf16.
-    const float* hk = host.cache.key_storage(int64_t(l)).data<float>();
-    const float* hv = host.cache.value_storage(int64_t(l)).data<float>();
-    for (int64_t p = 0; p < len; ++p)
-      for (int64_t h = 0; h < kvh; ++h)
-        for (int64_t d = 0; d < D; ++d) {
-          const size_t from = size_t((p * kvh + h) * D + d), to = size_t((h * max_len + p) * D + d);
-          kv.k[to] = aie::to_bf16(hk[from], npu::kSimRounding);
-          kv.v[to] = aie::to_bf16(hv[from], npu::kSimRounding);
-        }
+    // Host cache (head-major like the design's; f32, or a half cache widened) -> design
+    // [kv_head][max_len][D] bf16, from [kv_head][len][D]: each head's filled rows are one run.
+    const Tensor hk_f32 = host::to_f32(host.cache.key_storage(int64_t(l)).slice(0, 0, len).transpose(0, 1));
+    const Tensor hv_f32 = host::to_f32(host.cache.value_storage(int64_t(l)).slice(0, 0, len).transpose(0, 1));
+    const float* hk = hk_f32.data<float>();
+    const float* hv = hv_f32.data<float>();
+    for (int64_t h = 0; h < kvh; ++h)
+      for (int64_t i = 0; i < len * D; ++i) {
+        const size_t from = size_t(h * len * D + i), to = size_t(h * max_len * D + i);
+        kv.k[to] = aie::to_bf16(hk[from], npu::kSimRounding);
+        kv.v[to] = aie::to_bf16(hv[from], npu::kSimRounding);
+      }
     kv.length = len;
   }
   seq->state.position = len;
@@ -209,39 +219,54 @@ std::vector<float> NpuSimFusedDecode::decode(Sequence& seq, int32_t id, RunRepor
   return std::move(r.logits);
 }
 
+namespace {
+
+// "NAME xN, NAME xM": the designs run and their invocations ("" before any token).
+std::string designs_text(const std::map<std::string, int>& designs) {
+  std::string s;
+  for (const auto& [name, count] : designs) s += (s.empty() ? "" : ", ") + name + " x" + std::to_string(count);
+  return s;
+}
+
+}  // namespace
+
 std::string NpuSimFusedDecode::placement_text() const {
+  const char* precision = weights_ == DType::I8 ? "int8" : "bf16";
+  const std::string designs =
+      stats_.designs.empty() ? "" : std::string(on_device() ? "npu" : "npu-sim") + ": designs run: " +
+                                        designs_text(stats_.designs) + "\n";
   if (!enabled())
     return std::string(for_device_ ? "npu" : "npu-sim") + ": decode ran op by op, not fused: " + refusal_ + "\n";
   if (device_) {
     char line[400];
     std::snprintf(line, sizeof line,
                   "npu: decode ran fused on the device: 1 command chain per token (%lld decode_layer + 1 lm_head "
-                  "invocations, bf16), %lld tokens; %.2f MB of weights uploaded once into resident buffers "
+                  "invocations, %s), %lld tokens; %.2f MB of weights uploaded once into resident buffers "
                   "[npu (needs hardware, unverified here)]\n",
-                  static_cast<long long>(invocations_per_token_ - 1), static_cast<long long>(stats_.tokens),
+                  static_cast<long long>(invocations_per_token_ - 1), precision, static_cast<long long>(stats_.tokens),
                   double(device_weight_bytes_) / 1e6);
-    return line;
+    return line + designs;
   }
   if (stats_.tokens == 0)
     return "npu-sim: decode fused: 1 dispatch per token (" + std::to_string(invocations_per_token_ - 1) +
-           " decode_layer + 1 lm_head invocations, bf16); no decode token has run yet\n";
+           " decode_layer + 1 lm_head invocations, " + precision + "); no decode token has run yet\n";
   const double t = double(stats_.tokens);
   const double per_token = double(stats_.dispatches) / t;
   char line[320];
   std::snprintf(line, sizeof line,
                 "npu-sim: decode ran fused: %g dispatch%s per token (%lld decode_layer + 1 lm_head "
-                "invocations, bf16), %lld tokens; %.1f configures and %.2f MB DDR per token; "
+                "invocations, %s), %lld tokens; %.1f configures and %.2f MB DDR per token; "
                 "%.3f ms per token [npu-sim (modelled)]\n",
-                per_token, per_token == 1 ? "" : "es", static_cast<long long>(invocations_per_token_ - 1),
+                per_token, per_token == 1 ? "" : "es", static_cast<long long>(invocations_per_token_ - 1), precision,
                 static_cast<long long>(stats_.tokens), double(stats_.configures) / t, double(stats_.ddr_bytes) / t / 1e6,
                 1e3 * stats_.modelled_s / t);
   return "npu-sim: the prompt ran op by op (prefill: the dispatches and modelled cost above); its K/V was "
          "rounded to bf16 into the fused plan's cache\n" +
-         std::string(line);
+         std::string(line) + designs;
 }
 
 nlohmann::json NpuSimFusedDecode::placement_json() const {
-  nlohmann::json j = {{"fused", enabled()}};
+  nlohmann::json j = {{"fused", enabled()}, {"weights", weights_ == DType::I8 ? "int8" : "bf16"}};
   if (!enabled()) {
     j["reason"] = refusal_;
     return j;

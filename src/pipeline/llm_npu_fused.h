@@ -8,11 +8,13 @@
 // With `--device npu` (prepare(lm, device)) the same invocations run on the device instead
 // (npu/runtime/fused_decoder.h); the prefill then ran op by op on the NpuBackend.
 //
-// Only models whose every layer is a bf16 decode_layer npu-sim executes take this path (Gemma 3's
-// sliding-window layers and sandwich norms included: decode_layer parameters); for any other
-// model (soft-capping, q/k/v biases, quantized weights) prepare() says why (refusal()) and
-// generation runs op by op as before. Callers print placement_text(), so the choice is never
-// silent.
+// The plan's weight precision is prepare()'s `weights`: bf16 (decode_layer_bf16, lm_head_bf16)
+// or int8 (decode_layer_int8, lm_head_int8: every matrix quantized per row to int8 with f32 row
+// scales when packed; the planner's default decoder plan). Only models whose every layer is one
+// decode_layer design npu-sim executes take this path (Gemma 3's sliding-window layers and
+// sandwich norms included: decode_layer parameters); for any other model (soft-capping, q/k/v
+// biases, a quantized file's GGML blocks) prepare() says why (refusal()) and generation runs op
+// by op as before. Callers print placement_text(), so the choice is never silent.
 //
 //   auto fused = NpuSimFusedDecode::prepare(*lm);
 //   req.fused_decode = fused;                 // GenerateRequest; ignored when !fused->enabled()
@@ -38,17 +40,22 @@ struct DecoderState;
 
 class NpuSimFusedDecode {
  public:
-  // The fused plan's model for `lm` at its context length (weights copied as f32; the packing
-  // rounds them to bf16), or an object whose refusal() says why npu-sim cannot run it fused.
-  static std::shared_ptr<NpuSimFusedDecode> prepare(const LanguageModel& lm);
+  // The fused plan's model for `lm` at its context length with `weights` DType::BF16 or DType::I8
+  // (weights copied as f32; the packing rounds them to bf16 or quantizes them per row), or an
+  // object whose refusal() says why npu-sim cannot run it fused. Throws std::invalid_argument
+  // for another `weights`.
+  static std::shared_ptr<NpuSimFusedDecode> prepare(const LanguageModel& lm, DType weights = DType::BF16);
   // `--device npu`: the same plan and refusals, run on `device` (npu/runtime/fused_decoder.h:
   // weights uploaded once here, one command chain per token). Also refused, with the reason,
   // when the device's artifacts lack the decode_layer or lm_head design; decode then runs op by
   // op on the NpuBackend. npu (needs hardware, unverified here).
-  static std::shared_ptr<NpuSimFusedDecode> prepare(const LanguageModel& lm, npu::DeviceRuntime& device);
+  static std::shared_ptr<NpuSimFusedDecode> prepare(const LanguageModel& lm, npu::DeviceRuntime& device,
+                                                    DType weights = DType::BF16);
   bool on_device() const { return device_ != nullptr; }
   // The fused plan's model (weights as f32): what npu-sim runs and the device decoder uploads.
   const npu::SimDecoderModel& model() const { return model_; }
+  // The plan's weight precision (DType::BF16 or DType::I8), as asked of prepare().
+  DType weights() const { return weights_; }
 
   bool enabled() const { return refusal_.empty(); }
   // Why decode runs op by op (empty when fused): every reason found, joined by "; ".
@@ -72,7 +79,8 @@ class NpuSimFusedDecode {
     std::map<std::string, int> designs;  // design name -> invocations
   };
   const Stats& stats() const { return stats_; }
-  // "npu-sim: decode fused: 1 dispatches per token (...)" or "npu-sim: decode op by op: WHY".
+  // "npu-sim: decode ran fused: 1 dispatch per token (...)" and the designs run, or
+  // "npu-sim: decode ran op by op, not fused: WHY".
   std::string placement_text() const;
   nlohmann::json placement_json() const;
 
@@ -80,6 +88,7 @@ class NpuSimFusedDecode {
   NpuSimFusedDecode() = default;
   std::string refusal_;
   npu::SimDecoderModel model_;
+  DType weights_ = DType::BF16;
   int64_t invocations_per_token_ = 0;  // decode_layer per layer + lm_head
   std::unique_ptr<npu::DeviceFusedDecoder> device_;  // --device npu (after model_: it reads it)
   int64_t device_weight_bytes_ = 0;                  // uploaded once into resident BOs

@@ -64,6 +64,11 @@ TEST(BenchUpscaleCli, BadOptionsExitWithAReason) {
   const auto zero = xdna::test::run_shell(npu("bench upscale --model " + kTiny + " --range 1 --runs 0 2>&1"));
   EXPECT_NE(zero.rc, 0);
   EXPECT_NE(zero.out.find("--runs"), std::string::npos) << zero.out;
+  // --warmup counts the cold first upscale (timed apart from the runs), so 0 is refused.
+  const auto no_warmup = xdna::test::run_shell(npu("bench upscale --model " + kTiny + " --range 1 --warmup 0 2>&1"));
+  EXPECT_NE(no_warmup.rc, 0);
+  EXPECT_NE(no_warmup.out.find("--warmup"), std::string::npos) << no_warmup.out;
+  EXPECT_NE(no_warmup.out.find("must be >= 1"), std::string::npos) << no_warmup.out;
   const auto missing = xdna::test::run_shell(npu("bench upscale --model /nonexistent/m.json 2>&1"));
   EXPECT_NE(missing.rc, 0);
   EXPECT_NE(missing.out.find("/nonexistent/m.json"), std::string::npos) << missing.out;

@@ -2,7 +2,8 @@
 // with their tokenizers): decode tokens run through npu-sim's fused plan and the placement says so
 // ("decode ran fused: 1 dispatch per token"), in text and in --json (Gemma 3 too: sliding windows
 // and sandwich norms are decode_layer parameters); a model the fused plan cannot run (quantized
-// weights) decodes op by op and says why.
+// weights) decodes op by op and says why. --npu-weights picks the plan's designs: int8 (default)
+// or bf16, each named in the report; a bad value, or the flag with --device host, is refused.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -75,7 +76,7 @@ TEST(CliGenerateNpuSim, QuantizedDecodesOpByOpWithReason) {
   const auto r = npu("generate --model '" + kDir + "gemma3/model-q5q8.gguf' --device npu-sim" + kArgs);
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("npu-sim: decode ran op by op, not fused: "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("npu-sim executes bf16 designs only"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not a file's GGML blocks"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("decode ran fused"), std::string::npos) << r.out;
 }
 
@@ -83,4 +84,88 @@ TEST(CliGenerateNpuSim, HostRunSaysNothingAboutFusion) {
   const auto r = npu("generate --model '" + kDir + "qwen3/model.gguf'" + kArgs);
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(r.out.find("fused"), std::string::npos) << r.out;
+}
+
+namespace {
+
+nlohmann::json parse_json(const std::string& out) {
+  const size_t at = out.find('{');
+  return at == std::string::npos ? nlohmann::json() : nlohmann::json::parse(out.substr(at), nullptr, false);
+}
+
+// Every design of placement.decode.designs starts with decode_layer_<p>_ or lm_head_<p>_; both ran.
+void expect_designs(const nlohmann::json& d, const std::string& precision) {
+  ASSERT_TRUE(d["designs"].is_object()) << d.dump();
+  int layers = 0, heads = 0;
+  for (const auto& [name, count] : d["designs"].items()) {
+    const bool layer = name.rfind("decode_layer_" + precision + "_", 0) == 0;
+    const bool head = name.rfind("lm_head_" + precision + "_", 0) == 0;
+    EXPECT_TRUE(layer || head) << name;
+    layers += layer ? count.get<int>() : 0;
+    heads += head ? count.get<int>() : 0;
+  }
+  EXPECT_GT(layers, 0) << d.dump();
+  EXPECT_EQ(heads, d["tokens"].get<int>()) << d.dump();
+}
+
+}  // namespace
+
+TEST(CliGenerateNpuSim, Int8IsTheDefaultNamesItsDesignsAndMatchesHostGreedy) {
+  for (const std::string name : {"qwen3", "gemma3"}) {
+    const std::string model = " --model '" + kDir + name + "/model.gguf'";
+    const auto h = npu("generate" + model + " --json" + kArgs);
+    ASSERT_EQ(h.rc, 0) << h.out;
+    const auto hj = parse_json(h.out);
+    ASSERT_FALSE(hj.is_discarded() || hj.is_null()) << h.out;
+    for (const std::string flag : {"", " --npu-weights int8"}) {
+      const auto r = npu("generate" + model + " --device npu-sim --json" + flag + kArgs);
+      ASSERT_EQ(r.rc, 0) << r.out;
+      const auto j = parse_json(r.out);
+      ASSERT_FALSE(j.is_discarded() || j.is_null()) << r.out;
+      const auto& d = j["placement"]["decode"];
+      ASSERT_TRUE(d["fused"].get<bool>()) << r.out;
+      EXPECT_EQ(d["weights"], "int8") << name << flag;
+      expect_designs(d, "int8");
+      EXPECT_EQ(j["tokens"], hj["tokens"]) << name << flag;  // greedy: the host's tokens
+    }
+  }
+  // Text mode names them too.
+  const auto t = npu("generate --model '" + kDir + "qwen3/model.gguf' --device npu-sim" + kArgs);
+  ASSERT_EQ(t.rc, 0) << t.out;
+  EXPECT_NE(t.out.find("lm_head invocations, int8)"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("npu-sim: designs run: decode_layer_int8_64_h4kv2d16_i64_qkn_c8 x6, lm_head_int8_"),
+            std::string::npos)
+      << t.out;
+}
+
+TEST(CliGenerateNpuSim, Bf16WeightsRunTheBf16Designs) {
+  const auto r = npu("generate --model '" + kDir + "qwen3/model.gguf' --device npu-sim --npu-weights bf16 --json" +
+                     kArgs);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto j = parse_json(r.out);
+  ASSERT_FALSE(j.is_discarded() || j.is_null()) << r.out;
+  EXPECT_EQ(j["placement"]["decode"]["weights"], "bf16");
+  expect_designs(j["placement"]["decode"], "bf16");
+}
+
+TEST(CliGenerateNpuSim, QuantizedFileStaysOpByOpWithEitherWeights) {
+  for (const std::string w : {"int8", "bf16"}) {
+    const auto r = npu("generate --model '" + kDir + "gemma3/model-q5q8.gguf' --device npu-sim --npu-weights " + w +
+                       kArgs);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("npu-sim: decode ran op by op, not fused: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("not a file's GGML blocks"), std::string::npos) << r.out;
+  }
+}
+
+TEST(CliGenerateNpuSim, BadNpuWeightsRefusedNamingTheFlag) {
+  const auto r = npu("generate --model '" + kDir + "qwen3/model.gguf' --device npu-sim --npu-weights fp8" + kArgs);
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("--npu-weights"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fp8"), std::string::npos) << r.out;
+  // On the host nothing reads it: refused, not ignored.
+  const auto h = npu("generate --model '" + kDir + "qwen3/model.gguf' --npu-weights bf16" + kArgs);
+  EXPECT_NE(h.rc, 0) << h.out;
+  EXPECT_NE(h.out.find("--npu-weights bf16 applies to --device npu-sim or npu, not host"), std::string::npos)
+      << h.out;
 }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <ios>
 #include <set>
+#include <thread>
 #include <random>
 #include <vector>
 
@@ -21,44 +22,21 @@
 #include "npu/design_families.h"
 #include "npu/sim_exec.h"
 #include "npu/sim_program.h"
+#include "fused_test_util.h"
 
 using namespace xdna;
 using namespace xdna::npu;
 
 namespace {
 
-struct Rng {
-  std::mt19937 g{11};
-  // bf16-exact values in [lo, hi): packing them is exact.
-  std::vector<float> vals(int64_t n, float lo = -0.5f, float hi = 0.5f) {
-    std::uniform_real_distribution<float> u(lo, hi);
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = bf16_to_f32(f32_to_bf16(u(g)));
-    return v;
-  }
-  std::vector<aie::bf16> bf16s(int64_t n) { return to_bf16(vals(n, -1.0f, 1.0f)); }
+struct Rng : test::FusedRng {
+  Rng() : FusedRng(11) {}
 };
-
-SimLayerWeights layer_weights(Rng& r, const DecodeLayerShape& s) {
-  const int64_t H = s.hidden, Q = s.heads * s.head_dim, KV = s.kv_heads * s.head_dim, I = s.intermediate;
-  SimLayerWeights w;
-  w.attn_norm = r.vals(H, 0.5f, 1.5f), w.ffn_norm = r.vals(H, 0.5f, 1.5f);
-  w.q = r.vals(Q * H), w.k = r.vals(KV * H), w.v = r.vals(KV * H), w.o = r.vals(H * Q);
-  if (s.qk_norm) w.q_norm = r.vals(s.head_dim, 0.5f, 1.5f), w.k_norm = r.vals(s.head_dim, 0.5f, 1.5f);
-  w.gate = r.vals(I * H), w.up = r.vals(I * H), w.down = r.vals(H * I);
-  return w;
-}
-
-std::vector<float> rope(int64_t D, int64_t position) {
-  std::vector<float> inv(static_cast<size_t>(D / 2));
-  for (size_t i = 0; i < inv.size(); ++i) inv[i] = std::pow(10000.0f, -2.0f * float(i) / float(D));
-  return rope_row(inv, position);
-}
+using test::layer_weights;
+using test::rope;
 
 SimKvCache kv_cache(Rng& r, const DecodeLayerShape& s, int64_t length) {
-  SimKvCache kv(s.kv_heads, s.head_dim, length + 1);
-  for (int64_t t = 0; t < length; ++t) kv.append(r.bf16s(2 * s.kv_heads * s.head_dim));
-  return kv;
+  return test::kv_cache(r, s, length, length + 1);
 }
 
 // FNV-1a over the bytes of every argument the design drains into, in argument order.
@@ -285,4 +263,25 @@ TEST(AieStageKernels, InterpreterRefusesADesignPastTheKernelsL1State) {
   const Design d = qkv_rope_design(DType::BF16, s, 1);
   const std::string why = refusal(d);
   EXPECT_NE(why.find("hidden 8192 > 4096"), std::string::npos) << (why.empty() ? "ran a design past the state's bounds" : why);
+}
+
+// Each run keeps its cores' L1 states to itself (xk::core_state): runs on several threads at
+// once give what one run alone gives.
+TEST(AieStageKernels, ConcurrentRunsKeepTheirOwnCoreStates) {
+  Rng r;
+  DecodeLayerShape s;
+  s.hidden = 240, s.heads = 4, s.kv_heads = 2, s.head_dim = 32, s.intermediate = 272, s.qk_norm = true;
+  SimKvCache kv = kv_cache(r, s, 8);
+  s.context = kv.length + 1;
+  const Design d = decode_layer_design(DType::BF16, s, 1);
+  const SimLayerWeights w = layer_weights(r, s);
+  std::vector<HostArgs> in;
+  for (int i = 0; i < 4; ++i) in.push_back(pack_decode_layer(d, w, r.bf16s(s.hidden), rope(s.head_dim, 8), kv));
+  std::vector<HostArgs> alone = in, together = in;
+  for (HostArgs& a : alone) run_design(d, a, {});
+  std::vector<std::thread> threads;
+  for (HostArgs& a : together) threads.emplace_back([&d, &a] { run_design(d, a, {}); });
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < in.size(); ++i) EXPECT_TRUE(alone[i] == together[i]) << i;
+  EXPECT_FALSE(alone[0] == alone[1]);  // different inputs, different outputs
 }

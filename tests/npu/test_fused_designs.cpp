@@ -1,5 +1,5 @@
-// Fused decode designs (MLP block, QKV + RoPE, decode attention, whole layer), the LM head and
-// conv2d: realistic shapes validate, oversized ones are refused naming the resource, and the
+// Fused decode designs (MLP block, QKV + RoPE, decode attention, whole layer) and the LM head:
+// realistic shapes validate, oversized ones are refused naming the resource, and the
 // cost model prices a fused layer below the same work as separate dispatches.
 #include <gtest/gtest.h>
 
@@ -79,7 +79,6 @@ TEST(FusedDesigns, ModelShapesValidate) {
   }
   EXPECT_NO_THROW(lm_head_design(DType::I8, 151936, 1024));
   EXPECT_NO_THROW(lm_head_design(DType::BF16, 262144, 640));
-  EXPECT_NO_THROW(conv2d_design(32, 32, 16, 32, 3));
 }
 
 TEST(FusedDesigns, FusedLayerStreamsEachWeightOnce) {
@@ -100,8 +99,6 @@ TEST(FusedDesigns, OversizedShapesAreRefusedNamingTheResource) {
   const DecodeLayerShape big{8192, 64, 8, 128, 28672, 1024, false, false};
   expect_refused([&] { return decode_layer_design(DType::I8, big); }, {"compute tile", "L1", "65536"});
   expect_refused([&] { return mlp_fused_design(DType::I8, big); }, {"compute tile", "L1"});
-  // All conv2d weights must fit each core's L1 next to its buffers.
-  expect_refused([] { return conv2d_design(56, 56, 64, 64, 3); }, {"compute tile", "L1"});
   // Parameters that cannot be met are refused by name.
   DecodeLayerShape bad = qwen3_06b();
   bad.kv_heads = 3;

@@ -159,7 +159,7 @@ namespace {
 // window instead of the spec's (to show the window matters).
 double run_both(const DecoderSpec& s, const std::shared_ptr<const WeightSource>& w, const std::vector<int32_t>& prompt,
                 int n_new, std::vector<int32_t>& host_tokens, std::vector<int32_t>& sim_tokens, SimTokenResult& last,
-                int64_t sim_window = -1) {
+                int64_t sim_window = -1, DType weights = DType::BF16) {
   Decoder host(s, w);
   DecoderState hs = host.new_state(48);
   DecoderStep hstep = host.forward(prompt, hs);
@@ -172,6 +172,7 @@ double run_both(const DecoderSpec& s, const std::shared_ptr<const WeightSource>&
   }
   SimDecoderModel m = sim_model(s, *w);
   if (sim_window >= 0) m.sliding_window = sim_window;
+  m.weights = weights;
   SimDecoderState st(m, 48);
   for (int32_t id : prompt) last = fused_decode_token(m, id, st);
   double worst = 0;
@@ -280,4 +281,22 @@ TEST(SimFusedGemma, LocalLayerIgnoresPositionsOutsideTheWindow) {
   EXPECT_EQ(decode_layer_design(DType::BF16, s).name, d.name);  // the same configuration
   s.window = -1;
   EXPECT_THROW(decode_layer_design(DType::BF16, s), std::invalid_argument);
+}
+
+// The int8 plan (decode_layer_int8 and lm_head_int8: every matrix quantized per row, activations
+// per row, exact 32-bit sums; aie_kernels/fused_stage_int8.h) against the host decoder in f32.
+TEST(SimFusedInt8Llm, GreedyTokensAndLogitsNearTheHostF32) {
+  for (const char* name : {"qwen3", "gemma3"}) {
+    const Fixture fx = load(name);
+    std::vector<int32_t> host_tokens, sim_tokens;
+    SimTokenResult last;
+    const double worst =
+        run_both(fx.spec, fx.weights, {2, 17, 42, 99, 7}, 8, host_tokens, sim_tokens, last, -1, DType::I8);
+    std::printf("%s, int8 plan: host %s, npu-sim fused %s; worst max|dlogit| / max|logit| %.2e\n", name,
+                ::testing::PrintToString(host_tokens).c_str(), ::testing::PrintToString(sim_tokens).c_str(), worst);
+    EXPECT_EQ(sim_tokens, host_tokens) << name;
+    EXPECT_LE(worst, 0.08) << name;  // int8 weights and activations through every layer and the head
+    EXPECT_EQ(last.cost.run.dispatches, 1);
+    for (const auto& [design, n] : last.cost.designs) EXPECT_NE(design.find("_int8_"), std::string::npos) << design;
+  }
 }

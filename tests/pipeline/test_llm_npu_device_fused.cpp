@@ -88,10 +88,10 @@ struct DryRun {
 };
 
 DryRun run(const std::vector<int32_t>& ids, DeviceRuntimeOptions o = {}, const std::string& model = "qwen3",
-           int64_t filled = kPrefilled) {
+           int64_t filled = kPrefilled, DType weights = DType::BF16) {
   DryRun x;
   x.lm = load(model);
-  x.sim = NpuSimFusedDecode::prepare(*x.lm);
+  x.sim = NpuSimFusedDecode::prepare(*x.lm, weights);
   EXPECT_TRUE(x.sim->enabled()) << x.sim->refusal();
   const fs::path dir = temp_dir("run");
   x.r = fused_device_dry_run(x.sim->model(), prefilled(x.sim->model(), filled), ids, dir.string(), o);
@@ -318,15 +318,15 @@ struct DeviceGenerate {
 };
 
 DeviceGenerate generate_on_device(const LanguageModel& lm, const std::string& tag, const std::vector<int32_t>& prompt,
-                                  int max_tokens) {
-  const auto sim = NpuSimFusedDecode::prepare(lm);
+                                  int max_tokens, DType weights = DType::BF16) {
+  const auto sim = NpuSimFusedDecode::prepare(lm, weights);
   const fs::path dir = temp_dir(tag);
   artifacts::Manifest manifest = write_placeholder_artifacts(fused_token_designs(sim->model(), 0), dir.string(), "decode");
   auto io = std::make_unique<driver::DryRunIo>();
   DeviceGenerate g;
   g.io = io.get();
   g.npu = std::make_unique<NpuBackend>(std::make_unique<DeviceRuntime>(std::move(io), manifest));
-  g.fused = NpuSimFusedDecode::prepare(lm, *g.npu->runtime());
+  g.fused = NpuSimFusedDecode::prepare(lm, *g.npu->runtime(), weights);
   if (g.fused->enabled()) {  // (the caller asserts it)
     HostBackend host;
     GenerateRequest req;
@@ -362,6 +362,36 @@ TEST(NpuDeviceFusedDecode, GenerateDecodesThroughTheDeviceChain) {
   EXPECT_NE(text.find("3 tokens"), std::string::npos) << text;
   EXPECT_NE(text.find("needs hardware, unverified here"), std::string::npos) << text;
   EXPECT_EQ(fused->placement_json()["command_chains_per_token"], 1.0);
+}
+
+// The int8 plan the same way: one chain per token of decode_layer_int8 per layer and lm_head_int8,
+// named in the placement; artifacts of the bf16 designs only refuse it, naming the int8 design.
+TEST(NpuDeviceFusedDecode, Int8GenerateDecodesThroughTheDeviceChain) {
+  const auto lm = load("qwen3");
+  const DeviceGenerate g = generate_on_device(*lm, "generate_i8", {1, 17, 42, 99}, 4, DType::I8);
+  ASSERT_TRUE(g.fused->enabled()) << g.fused->refusal();
+  EXPECT_TRUE(g.fused->on_device());
+  EXPECT_EQ(g.result.completion_tokens, 4);
+  EXPECT_EQ(count(g.io->records(), "EXEC_CMD"), 3);
+  const std::string text = g.fused->placement_text();
+  EXPECT_NE(text.find("1 command chain per token (2 decode_layer + 1 lm_head invocations, int8), 3 tokens"),
+            std::string::npos)
+      << text;
+  const nlohmann::json j = g.fused->placement_json();
+  EXPECT_EQ(j["weights"], "int8");
+  ASSERT_EQ(j["designs"].size(), 2u) << j.dump();
+  for (const auto& [name, n] : j["designs"].items())
+    EXPECT_TRUE(name.rfind("decode_layer_int8_", 0) == 0 ? n == 6 : name.rfind("lm_head_int8_", 0) == 0 && n == 3)
+        << name << " x" << n;
+
+  const auto bf16 = NpuSimFusedDecode::prepare(*lm);
+  const fs::path dir = temp_dir("refuse_i8");
+  DeviceRuntime rt(std::make_unique<driver::DryRunIo>(),
+                   write_placeholder_artifacts(fused_token_designs(bf16->model(), 0), dir.string(), "decode"));
+  const auto f = NpuSimFusedDecode::prepare(*lm, rt, DType::I8);
+  fs::remove_all(dir);
+  EXPECT_FALSE(f->enabled());
+  EXPECT_EQ(f->refusal().rfind("no compiled artifact for design decode_layer_int8_", 0), 0u) << f->refusal();
 }
 
 // Refusals: npu-sim's own (the same text for the same file), and an artifacts directory
@@ -402,7 +432,7 @@ TEST(NpuDeviceFusedDecode, RefusesWithNpuSimsReasonsAndMissingArtifacts) {
   const auto q = NpuSimFusedDecode::prepare(*quantized, rt3);
   fs::remove_all(dir3);
   EXPECT_EQ(q->refusal(), NpuSimFusedDecode::prepare(*quantized)->refusal());
-  EXPECT_NE(q->refusal().find("npu-sim executes bf16 designs only"), std::string::npos) << q->refusal();
+  EXPECT_NE(q->refusal().find("not a file's GGML blocks"), std::string::npos) << q->refusal();
 }
 
 // ---- Gemma 3 (sliding-window layers 0 and 2, window 16; sandwich norms) ---------------------------
@@ -483,13 +513,17 @@ TEST(NpuDeviceFusedDecodeGemma, OneChainPerTokenWithWindowedLocalLayers) {
 // points to, every output written back where the packet drains it) gives exactly npu-sim's own
 // fused_decode_token from the same cache: logits and new K/V rows bit for bit. On the way, every
 // layer's inputs (x, weights, rope, kv, weights_rest) equal npu-sim's packing of that invocation.
-// Qwen3 and Gemma 3 (past its window: local layers read positions 3..18 only).
+// Qwen3 and Gemma 3 (past its window: local layers read positions 3..18 only), bf16 and int8.
 TEST(NpuDeviceFusedDecodeGemma, ChainExecutedByNpuSimEqualsFusedDecodeToken) {
+  for (const DType weights : {DType::BF16, DType::I8})
   for (const auto& [model, filled] : {std::pair{"qwen3", kPrefilled}, std::pair{"gemma3", kGemmaFilled}}) {
-    SCOPED_TRACE(model);
-    const DryRun x = run({17, 42}, {}, model, filled);
+    SCOPED_TRACE(std::string(model) + ", " + std::string(dtype_name(weights)));
+    const DryRun x = run({17, 42}, {}, model, filled, weights);
     const SimDecoderModel& m = x.sim->model();
     const DecodeDryRun& tok = x.r.tokens.back();
+    ASSERT_EQ(m.weights, weights);
+    for (const Design& d : tok.invocations)  // the chain's designs are the plan's precision
+      EXPECT_NE(d.name.find("_" + std::string(dtype_name(weights)) + "_"), std::string::npos) << d.name;
     // The cache before the last token (its earlier token's K/V row is the dry run's zeros).
     SimDecoderState before = x.r.state;
     for (SimKvCache& kv : before.kv) --kv.length;

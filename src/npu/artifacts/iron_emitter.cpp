@@ -70,7 +70,8 @@ const std::set<std::string>& written_kernels() {
       "gemv_bf16", "gemv_bfp16", "gemv_int8", "rmsnorm_bf16", "layernorm_bf16", "softmax_bf16", "eltwise_add_bf16",
       "eltwise_mul_bf16", "eltwise_gelu_bf16", "eltwise_exp_bf16", "eltwise_scale_bf16", "eltwise_silu_bf16",
       "rope_bf16", "attention_partial_bf16", "attention_encoder_bf16", "mlp_fused_bf16", "conv2d_bf16",
-      "qkv_rope_bf16", "attention_decode_bf16", "lm_head_bf16", "decode_layer_bf16"};
+      "qkv_rope_bf16", "attention_decode_bf16", "lm_head_bf16", "decode_layer_bf16", "decode_layer_int8",
+      "lm_head_int8"};
   return written;
 }
 
@@ -103,9 +104,9 @@ std::optional<KernelSource> kernel_source(const std::string& name) {
     const std::pair<std::string, std::string> eps{"eps_bits", "RMS_EPS_BITS"}, off{"offset_bits", "RMS_OFFSET_BITS"},
         inter{"interleaved", "ROPE_INTERLEAVED"}, scale{"scale_bits", "DECODE_ATTN_SCALE_BITS"};
     if (name == "qkv_rope_bf16") k.runtime = {eps, off, inter};
-    if (name == "lm_head_bf16") k.runtime = {eps, off};
+    if (name == "lm_head_bf16" || name == "lm_head_int8") k.runtime = {eps, off};
     if (name == "attention_decode_bf16") k.runtime = {scale};
-    if (name == "decode_layer_bf16") k.runtime = {eps, off, inter, scale};
+    if (name == "decode_layer_bf16" || name == "decode_layer_int8") k.runtime = {eps, off, inter, scale};
     // A conv core receives its weights and epilogue constants as one object (one DMA channel):
     // the packed entry point finds the epilogue behind the weights.
     if (name == "conv2d_bf16") {

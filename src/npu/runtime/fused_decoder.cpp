@@ -31,10 +31,10 @@ DecodeLayerShape layer_shape(const SimDecoderModel& m, size_t layer, int64_t con
 }
 
 Design layer_design(const SimDecoderModel& m, size_t layer, int64_t context) {
-  return decode_layer_design(DType::BF16, layer_shape(m, layer, context), m.columns);
+  return decode_layer_design(m.weights, layer_shape(m, layer, context), m.columns);
 }
 
-Design head_design(const SimDecoderModel& m) { return lm_head_design(DType::BF16, m.vocab, m.shape.hidden, m.columns); }
+Design head_design(const SimDecoderModel& m) { return lm_head_design(m.weights, m.vocab, m.shape.hidden, m.columns); }
 
 // A resident buffer holding `bytes`, synced to the device.
 std::span<uint8_t> upload(DeviceRuntime& rt, const std::vector<uint8_t>& bytes) {

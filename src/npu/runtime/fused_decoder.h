@@ -3,6 +3,8 @@
 // then one lm_head), sent through DeviceRuntime. npu (needs hardware, unverified here): it has run
 // only over DryRunIo, which answers the ioctls and computes nothing.
 //
+// The designs are the plan's at SimDecoderModel::weights: bf16, or int8 (each matrix's rows as
+// int8 then their f32 scales, quantized once here).
 // At construction every layer's weights are converted once into the designs' DDR layout (the
 // "weights" / "weights_rest" arguments npu-sim's packer writes: pack_decode_layer, pack_lm_head)
 // and uploaded into resident BOs (DeviceRuntime::allocate_resident) that stay for the decoder's
@@ -34,8 +36,8 @@
 namespace xdna::npu {
 
 // The designs of the token at `position` (the KV cache holds `position` rows), in invocation
-// order: decode_layer (bf16, context = position + 1, window set on sliding-window layers) per
-// layer, then lm_head, exactly the ones fused_decode_token builds.
+// order: decode_layer (at m.weights: bf16 or int8; context = position + 1, window set on
+// sliding-window layers) per layer, then lm_head, exactly the ones fused_decode_token builds.
 std::vector<Design> fused_token_designs(const SimDecoderModel& m, int64_t position);
 
 // Why `rt` cannot run the fused plan of `m` (the decode_layer or lm_head design has no compiled

@@ -1,0 +1,72 @@
+// What the int8-weight fused stage kernels add to fused_stage.h (decode_layer_int8.cc,
+// lm_head_int8.cc). npu (needs hardware and the toolchain, unverified here).
+//
+// A matrix slice of R rows x k int8 values travels as [R rows of k bytes][R f32 per-row weight
+// scales, zero padded to a whole 32-byte block] (design_families_fused.cpp, Stages::wbytes; the
+// host packs it so: src/npu/sim_exec.cpp). Streams are taken in 32-byte blocks: 16 bf16 values
+// (gammas) or 32 int8 values (rows; k % 32 == 0, so a block never straddles a row).
+// Numerics, as npu-sim's unfused int8 MatMul (docs/npu-sim.md) up to its output store: the
+// vector a matrix multiplies is quantized per row (sx = max|x| / 127, q = x / sx rounded to
+// nearest even, clamped to +-127: core/numeric.cpp quantize_int8), each row's products are
+// summed exactly in 32-bit lanes (gemv_int8's 32-lane accumulator and pairwise reduction), and
+// the row's value is float(sum) * sx * scale, stored to bf16 (round to nearest even). The
+// unfused MatMul instead stores the sum through SRS to int8 with a shift chosen over the whole
+// dispatch (a stand-in for calibration); a fused core sees only its own rows, so it keeps the
+// exact sum (no 8-bit output step).
+#pragma once
+#include <cmath>
+
+#include "fused_stage.h"
+
+namespace xk_fused {
+
+constexpr int32_t kBlockBytes = 32;  // one stream block
+constexpr int32_t kI8Lanes = 32;
+using Acc32 = xk::accum<xk::acc32, kI8Lanes>;
+
+inline int64_t scale_bytes(int32_t rows) { return round_up(rows * 4, kBlockBytes); }
+inline int64_t i8_matrix_bytes(int32_t rows, int32_t k) { return int64_t(rows) * k + scale_bytes(rows); }
+
+// x quantized per row into q; returns its scale (0 for an all-zero x: q all zero).
+inline float quantize_row(const xk::bf16* x, int8_t* q, int32_t n) {
+  float amax = 0.0f;
+  for (int32_t i = 0; i < n; ++i) {
+    const float a = std::fabs(xk::to_float(x[i]));
+    if (amax < a) amax = a;
+  }
+  const float sx = amax / 127.0f;
+  for (int32_t i = 0; i < n; ++i) {
+    float v = sx == 0.0f ? 0.0f : std::nearbyint(xk::to_float(x[i]) / sx);
+    v = v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v;
+    q[i] = int8_t(v);
+  }
+  return sx;
+}
+
+// One 32-byte block at byte e of a row-major [rows][k] int8 matrix, against q: the row's
+// accumulator starts at column 0; true when the block ends the row, its exact sum in `sum`.
+inline bool gemv_i8_block(Acc32& acc, const uint8_t* blk, int64_t e, int32_t k, const int8_t* q, int32_t& sum) {
+  const int32_t col = int32_t(e % k);
+  if (col == 0) acc = xk::zeros<xk::acc32, kI8Lanes>();
+  acc = xk::mac(acc, xk::load_v<kI8Lanes>(reinterpret_cast<const int8_t*>(blk)), xk::load_v<kI8Lanes>(q + col));
+  if (col + kI8Lanes != k) return false;
+  sum = xk::reduce_add_pairwise(acc);
+  return true;
+}
+
+// One 32-byte block at byte e of a matrix's scales part: the scales of rows < rows kept.
+inline void take_scales(float* scales, const uint8_t* blk, int64_t e, int32_t rows) {
+  for (int32_t i = 0; i < kBlockBytes / 4; ++i)
+    if (e / 4 + i < rows) std::memcpy(scales + e / 4 + i, blk + 4 * i, 4);
+}
+
+// A row's value from its exact sum: (sum * sx) * scale in f32, stored to bf16.
+inline xk::bf16 dequant(int32_t sum, float sx, float scale, xk::Rounding rnd) {
+  return xk::to_bf16(float(sum) * sx * scale, rnd);
+}
+inline void dequant_rows(xk::bf16* out, const int32_t* sums, const float* scales, int32_t rows, float sx,
+                         xk::Rounding rnd) {
+  for (int32_t r = 0; r < rows; ++r) out[r] = dequant(sums[r], sx, scales[r], rnd);
+}
+
+}  // namespace xk_fused

@@ -1,0 +1,87 @@
+// lm_head_int8_*: the stage entry points of the lm_head design with int8 weights, called by the
+// emitted design.py in the core's program order as lm_head_bf16.cc's: x, norm (the final-norm
+// gamma), rows (per object of the core's head rows and scales) and rows_out (one f32 logits
+// object of `chunk` rows, joined per column and drained).
+// npu (needs hardware and the toolchain, unverified here).
+// Numerical reference: lm_head_bf16.cc with its GEMV replaced by fused_stage_int8.h's: rmsnorm_bf16
+// of x, the normalised x quantized per row, each row's exact 32-bit sum, the logit
+// float(sum) * sx * scale (f32, unrounded, as lm_head_bf16's logits). tests/npu/test_sim_fused_int8.cpp
+// compares it bit for bit with that sequence and with npu-sim's unfused int8 MatMul within a
+// stated tolerance.
+// Stream: [gamma][per logits object: its `chunk` rows (int8, hidden each)][their f32 scales,
+// padded to 32 bytes]], taken in 32-byte blocks. Rows of the next object that share a DDR
+// object with this one are taken at once into the other half of a two-object ring.
+// Scalars (name order, then the runtime ones): cores, hidden, vocab; eps_bits, offset_bits.
+// State in the core's L1 (xk_impl::LmHeadInt8State).
+#include "fused_stage_int8.h"
+
+namespace {
+
+xk_impl::LmHeadInt8State g_own;  // the core's own (L1)
+#define g_state xk::core_state(g_own)  // (xdna_aie_api.h: npu-sim runs many cores)
+
+using namespace xk_fused::lm_head;  // Stage, chunk_rows, enter
+
+// The weights part: [gamma][per logits object: rows, scales], in 32-byte blocks. Row r's sum
+// and scale go to slot r mod (2 chunk).
+void weights(const uint8_t* obj, int32_t cores, int32_t hidden, int32_t vocab, float eps, float offset,
+             xk::Rounding rnd) {
+  xk_impl::LmHeadInt8State& st = g_state;
+  const int32_t chunk = chunk_rows(cores, vocab);
+  const int64_t objects = xk_fused::ceil_div(xk_fused::ceil_div(vocab, cores), chunk);  // the core's
+  const int64_t chunk_bytes = xk_fused::i8_matrix_bytes(chunk, hidden), gamma = 2 * int64_t(hidden);
+  for (int32_t i = 0; i < 2 * xk_fused::kObjValues; i += xk_fused::kBlockBytes, st.pos += xk_fused::kBlockBytes) {
+    const int64_t e = st.pos;
+    if (e < gamma) {
+      std::memcpy(st.gamma + e / 2, obj + i, xk_fused::kBlockBytes);
+      continue;
+    }
+    if (e == gamma) {
+      xk_impl::rmsnorm_bf16(st.x, st.gamma, st.xn, hidden, eps, offset, rnd);
+      st.i8.sx = xk_fused::quantize_row(st.xn, st.i8.q, hidden);
+    }
+    const int64_t c = (e - gamma) / chunk_bytes, w = (e - gamma) % chunk_bytes;
+    if (c >= objects) continue;  // padding
+    const int32_t slot = int32_t(c % 2) * chunk;
+    int32_t sum;
+    if (w < int64_t(chunk) * hidden) {
+      if (xk_fused::gemv_i8_block(st.i8.acc, obj + i, w, hidden, st.i8.q, sum)) st.i8.sums[slot + w / hidden] = sum;
+    } else {
+      xk_fused::take_scales(st.i8.scales + slot, obj + i, w - int64_t(chunk) * hidden, chunk);
+    }
+  }
+}
+
+}  // namespace
+
+namespace xk_impl {
+LmHeadInt8State& lm_head_int8_state() { return g_state; }
+}  // namespace xk_impl
+
+extern "C" void lm_head_int8_x(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
+                               int32_t offset_bits) {
+  enter(g_state, kX, true);
+  xk_fused::take_vector(g_state.x, g_state.x_have, hidden, obj);
+}
+
+extern "C" void lm_head_int8_norm(const uint8_t* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
+                                  int32_t offset_bits) {
+  const xk::rounding_scope scope(xk::Rounding::NearestEven);
+  enter(g_state, kNorm, true);
+  weights(obj, cores, hidden, vocab, xk::f32_from_bits(eps_bits), xk::f32_from_bits(offset_bits), scope.mode);
+}
+
+extern "C" void lm_head_int8_rows(const uint8_t* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
+                                  int32_t offset_bits) {
+  const xk::rounding_scope scope(xk::Rounding::NearestEven);
+  enter(g_state, kRows, false);
+  weights(obj, cores, hidden, vocab, xk::f32_from_bits(eps_bits), xk::f32_from_bits(offset_bits), scope.mode);
+}
+
+extern "C" void lm_head_int8_rows_out(float* out, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
+                                      int32_t offset_bits) {
+  const int32_t chunk = chunk_rows(cores, vocab), slot = (g_state.chunk_out % 2) * chunk;
+  for (int32_t r = 0; r < chunk; ++r)
+    out[r] = float(g_state.i8.sums[slot + r]) * g_state.i8.sx * g_state.i8.scales[slot + r];
+  ++g_state.chunk_out;
+}
