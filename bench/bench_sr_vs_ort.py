@@ -18,7 +18,7 @@ output says so.
 
     /work/benchvenv/bin/python bench/bench_sr_vs_ort.py --npu build/bin/npu --threads 2
 
-(the venv needs torch, onnx and onnxruntime: bench/requirements-peers.txt, plus pillow).
+(the venv needs torch, onnx, onnxruntime and pillow: bench/requirements-peers.txt).
 """
 import argparse
 import json

@@ -197,6 +197,67 @@ static void conv2d_channel_split(const Tensor& x, const ConvParams& p, int64_t K
   }
 }
 
+// Few output positions and whole NR-channel panels (ResNet-50's 14x14 and 7x7 stages: 196 and
+// 49 positions, 256 to 2048 channels): the GEMM transposed, yᵀ[P, Cout_g] = patches · wᵀ. The
+// positions are the microkernel's rows (MR at a time; a partial tile runs exactly its rows), the
+// output channels its NR-wide panels, so P = 49 computes 49 rows where NR-position panels
+// computed 64 (23% of the FMAs wasted; 12.5% at 196). The patches of all positions are packed
+// once and shared; the threads take channel panels from a shared counter (each weight is read by
+// one thread, a descheduled thread's panels go to the other). A panel's [P, NR] result is
+// transposed into y and the shared epilogue runs on it while it is in L1. Same K slices and the
+// same per-element FMA chain as conv2d_im2col: same bits.
+static bool use_transposed(int64_t P, int64_t kdim, int64_t cout_g, int64_t NR, int64_t MR) {
+  const int64_t panels_p = (P + MR - 1) / MR;
+  return P < 16 * NR && P % NR != 0 && cout_g % NR == 0 && cout_g >= 2 * NR * num_threads() &&
+         panels_p * MR * kdim <= kSharedPatchFloats;
+}
+
+static void conv2d_transposed(const Tensor& x, const ConvParams& p, int64_t Kh, int64_t Kw, int64_t Ho,
+                              int64_t Wo, const EpilogueRows& ep, const PackedConvWeights& packed, Tensor& y) {
+  const int64_t Cin = x.dim(0), H = x.dim(1), W = x.dim(2);
+  const int64_t G = packed.groups, cin_g = Cin / G, cout_g = packed.cout_g, kdim = packed.kdim;
+  const int64_t P = Ho * Wo;
+  const IsaKernels& kern = active_kernels();
+  const int64_t NR = kern.nr, MR = kern.mr;  // packed.mr == NR: the weights are the NR-wide operand
+  const ConvKernels& ck = active_conv_kernels();
+  const int64_t panels_p = (P + MR - 1) / MR;
+  thread_local std::unique_ptr<HeapBuffer> shared;  // the calling thread's, lent to the team
+  const size_t bytes = static_cast<size_t>(panels_p * MR * kdim) * sizeof(float);
+  if (!shared || shared->size() < bytes) {
+    shared.reset();
+    shared = std::make_unique<HeapBuffer>(bytes);
+  }
+  float* pp = reinterpret_cast<float*>(shared->data());
+  float* py = y.data<float>();
+  const int64_t blocks = cout_g / NR;
+  for (int64_t g = 0; g < G; ++g) {
+    const PatchGeom geom{x.data<float>() + g * cin_g * H * W, cin_g, H, W, Kh, Kw, Wo,
+                         {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
+                         {p.dilation[0], p.dilation[1]}};
+    parallel_for(panels_p, 1, [&](int64_t q0, int64_t q1) {
+      ck.pack_patches(geom, q0 * MR, std::min(q1 * MR, P) - q0 * MR, MR, pp + q0 * kdim * MR);
+    });
+    std::atomic<int64_t> next{0};
+    parallel_for(std::min<int64_t>(num_threads(), blocks), 1, [&](int64_t, int64_t) {
+      thread_local std::vector<float> tile;  // [P, NR]: one channel panel's yᵀ
+      tile.resize(static_cast<size_t>(P * NR));
+      float* t = tile.data();
+      for (int64_t b; (b = next.fetch_add(1)) < blocks;) {
+        const float* wb = packed.panel(g, b);
+        for (int64_t pc = 0; pc < kdim; pc += kConvKC) {
+          const int64_t kc = std::min(kConvKC, kdim - pc);
+          for (int64_t ir = 0; ir < P; ir += MR)
+            kern.sgemm(kc, pp + ir * kdim + pc * MR, wb + pc * NR, t + ir * NR, NR, std::min(MR, P - ir),
+                       NR, pc > 0);
+        }
+        const int64_t o0 = g * cout_g + b * NR;
+        ck.transpose_tile(t, P, NR, py + o0 * P, P);
+        ck.epilogue(ep, py, o0, NR, 0, P);
+      }
+    });
+  }
+}
+
 // Dense or grouped convolution as y_g[Cout_g, P] = w_g[Cout_g, Cin_g Kh Kw] · patchesᵀ: the
 // weights are the GEMM's left operand (packed once, see PackedConvWeights) and the output
 // positions its right one, so the result lands channels-first in y with no transpose. Each
@@ -212,6 +273,8 @@ static void conv2d_im2col(const Tensor& x, const Tensor& w, const ConvParams& p,
   const IsaKernels& kern = active_kernels();
   const int64_t NR = kern.nr, MR = kern.mr, MC = MR * 16;
   const ConvKernels& ck = active_conv_kernels();
+  if (use_transposed(P, kdim, cout_g, NR, MR))
+    return conv2d_transposed(x, p, Kh, Kw, Ho, Wo, ep, *conv_weights(w, G, NR, constant_weights), y);
   const auto packed = conv_weights(w, G, MR, constant_weights);
   if (use_channel_split((P + NR - 1) / NR, kdim, NR, cout_g, MR))
     return conv2d_channel_split(x, p, Kh, Kw, Ho, Wo, ep, *packed, y);
@@ -458,9 +521,29 @@ Tensor pool2d(const Tensor& x_in, PoolKind kind, const int64_t kernel[2], const 
   float* py = y.data<float>();
   const float area = float(kernel[0] * kernel[1]);
   parallel_for(C * Ho, 64, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row_max(kind == PoolKind::Max && stride[1] == 2 ? static_cast<size_t>(Wo) : 0);
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t c = r / Ho, oh = r % Ho;
       const float* plane = px + c * H * W;
+      if (kind == PoolKind::Max && stride[1] == 2) {
+        // ResNet's 3x3 / 2 stem pool, tap by tap over the whole output row (vectorizable; a
+        // bounds check per value before). Same taps in the same order per output: same result.
+        float* __restrict a = row_max.data();
+        std::fill(a, a + Wo, -std::numeric_limits<float>::infinity());
+        for (int64_t i = 0; i < kernel[0]; ++i) {
+          const int64_t ih = oh * stride[0] - padding[0] + i;
+          if (ih < 0 || ih >= H) continue;
+          for (int64_t j = 0; j < kernel[1]; ++j) {
+            const int64_t off = j - padding[1];  // input column 2 ow + off
+            const int64_t ow0 = off >= 0 ? 0 : (-off + 1) / 2;
+            const int64_t ow1 = W - 1 - off < 0 ? 0 : std::min(Wo, (W - 1 - off) / 2 + 1);
+            const float* in = plane + ih * W;
+            for (int64_t ow = ow0; ow < ow1; ++ow) a[ow] = std::max(a[ow], in[2 * ow + off]);
+          }
+        }
+        std::copy(a, a + Wo, py + r * Wo);
+        continue;
+      }
       for (int64_t ow = 0; ow < Wo; ++ow) {
         float acc = kind == PoolKind::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
         for (int64_t i = 0; i < kernel[0]; ++i) {

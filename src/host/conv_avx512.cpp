@@ -1,4 +1,6 @@
 // conv.cpp's patch packing and epilogue built for AVX-512 (bodies: conv_kernels_impl.h).
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 

@@ -26,6 +26,8 @@ struct ConvKernels {
   void (*pack_patches)(const PatchGeom& g, int64_t p0, int64_t n, int64_t NR, float* dst);
   // rows o .. o + rows of y, positions p0 .. p0 + n
   void (*epilogue)(const EpilogueRows& ep, float* y, int64_t o, int64_t rows, int64_t p0, int64_t n);
+  // y[c ldy + i] = t[i nr + c] for c < nr, i < P: a transposed tile's [P, nr] result into rows of y.
+  void (*transpose_tile)(const float* t, int64_t P, int64_t nr, float* y, int64_t ldy);
 };
 const ConvKernels& conv_kernels_generic();
 const ConvKernels& conv_kernels_avx2();

@@ -18,15 +18,25 @@
 namespace xdna::host {
 namespace {
 
-// K slice depth. The f32 B micro-panel (KC x 32 floats) should stay in the 32 KiB L1 with room
-// for A; GGML formats need slices on 256-value block boundaries. Both are multiples of 8 (bfp16).
-constexpr int64_t KC = 256, KC_PLAIN = 192;
+// K slice depth. GGML formats need slices on 256-value block boundaries; all are multiples of 8
+// (bfp16). f32 weights take deep slices: every slice after the first re-reads and re-writes the
+// whole C block (a 197 x 3072 f32 output is 2.4 MB, past L2), and slices of 768 instead of 192
+// measured +8% GFLOP/s on ViT-B/16's GEMMs (197 x {768, 3072} x {768, 3072}, one thread, median
+// CPU time; docs/performance.md); the B micro-panel (768 x 32 floats) then streams from L2, which
+// keeps up with the FMAs. Other dtypes dequantize or convert per slice: they keep the L1 slice.
+constexpr int64_t KC = 256, KC_PLAIN = 192, KC_F32 = 768;
 int64_t kc_for(DType t) {
   if (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) return 256;
+  if (t == DType::F32) return KC_F32;
   return KC_PLAIN;
 }
 constexpr int64_t MC_PANELS = 16;  // MC = MR · 16 rows of x per packed block (stays in L2)
 constexpr int64_t NC_PANELS = 64;  // NC = NR · 64 weight rows per packed slab
+// Deep f32 slices: fewer rows / weight rows per packed block, so the per-thread A block and the
+// per-call B slab keep the bytes they have at KC_PLAIN (the summation order does not change).
+int64_t panels_for(int64_t panels, int64_t kc_w) {
+  return std::max<int64_t>(1, panels * KC_PLAIN / std::max(kc_w, KC_PLAIN));
+}
 
 template <typename T>
 T* scratch(std::vector<T>& v, size_t n) {
@@ -133,7 +143,8 @@ void gemm_serial(const IsaKernels& kern, bool bf16, const float* x, int64_t ldx,
                  const PackedWeights* packed, const float* bias, float* y, int64_t ldy, int64_t m0,
                  int64_t m1, int64_t n0, int64_t n1) {
   const int MR = bf16 ? kern.bf16_mr : kern.mr, NR = bf16 ? kern.bf16_nr : kern.nr;
-  const int64_t K = w.cols, MC = MR * MC_PANELS, NC = NR * NC_PANELS, KC_W = kc_for(w.dtype);
+  const int64_t K = w.cols, KC_W = kc_for(w.dtype);
+  const int64_t MC = MR * panels_for(MC_PANELS, KC_W), NC = NR * panels_for(NC_PANELS, KC_W);
   for (int64_t jc = n0; jc < n1; jc += NC) {
     const int64_t nc = std::min(NC, n1 - jc), nc_pad = (nc + NR - 1) / NR * NR;
     for (int64_t pc = 0; pc < K; pc += KC_W) {
@@ -240,7 +251,7 @@ void gemm_serial_px(const IsaKernels& kern, const PackedX& px, const WeightRows&
                     const PackedWeights* packed, const float* bias, float* y, int64_t ldy, int64_t t0,
                     int64_t t1, int64_t n0, int64_t n1) {
   const int NR = kern.nr;
-  const int64_t K = w.cols, NC = NR * NC_PANELS, KC_W = kc_for(w.dtype);
+  const int64_t K = w.cols, KC_W = kc_for(w.dtype), NC = NR * panels_for(NC_PANELS, KC_W);
   for (int64_t jc = n0; jc < n1; jc += NC) {
     const int64_t nc = std::min(NC, n1 - jc), nc_pad = (nc + NR - 1) / NR * NR;
     for (int64_t pc = 0; pc < K; pc += KC_W) {

@@ -1,6 +1,7 @@
 // conv2d's im2col-into-GEMM-panels path against a direct loop: every padding/stride/dilation/group
 // combination, positions that do and do not fill a panel, both GEMM instruction sets, and the
-// buffer reuse of conv2d_into, the fused epilogue (bias, residual, clamp) and the packed-weight cache.
+// buffer reuse of conv2d_into, the fused epilogue (bias, residual, clamp), the packed-weight cache,
+// the transposed tile for few positions, and stride-2 max pooling.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -354,4 +355,101 @@ TEST(Conv, FewPositionsSplitByOutputChannels) {
   }
   force_isa(isa_before);
   set_num_threads(threads_before);
+}
+
+// Few positions and whole 32-channel panels (ResNet-50's 14x14 and 7x7 stages) take the
+// transposed tile (conv.cpp conv2d_transposed: positions as the microkernel's rows). Each case
+// runs twice: with C output channels (transposed) and with C + 1 whose first C weight rows are
+// the same (not a whole number of panels: the panel path). The first C channels must be
+// bit-identical, on 1 and 2 threads, with the residual / clamp epilogue, and match the definition.
+TEST(Conv, TransposedTileIsBitIdenticalToThePanelPath) {
+  const Case cases[] = {
+      {64, 128, 7, 7, 3, 3, 1, 1, 1, 1},     // 49 positions = 14 + 14 + 14 + 7 rows
+      {96, 128, 14, 14, 1, 1, 1, 0, 1, 1},   // 196 positions, pointwise (plain-copy packing)
+      {48, 160, 13, 15, 1, 1, 2, 0, 1, 1},   // pointwise stride 2 (a ResNet downsample): 56
+      {40, 128, 9, 11, 3, 3, 2, 1, 1, 1},    // strided 3x3: 30 positions
+      {16, 256, 9, 9, 3, 3, 1, 1, 1, 2},     // grouped: 128 channels per group
+      {300, 128, 5, 3, 3, 3, 1, 1, 1, 1},    // kdim 2700: several K slices
+  };
+  const Isa isa_before = active_isa();
+  const int threads_before = num_threads();
+  uint32_t seed = 6100;
+  for (const Isa isa : {isa_before, Isa::Avx2}) {
+    if (isa != isa_before && isa_before == Isa::Scalar) continue;
+    force_isa(isa);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << "isa " << isa_name(isa) << " cin " << c.cin << " " << c.h << "x" << c.w);
+      const int64_t cout1 = c.cout + c.groups, cin_g = c.cin / c.groups;  // one more channel per group
+      const Tensor x = random_tensor({c.cin, c.h, c.w}, seed += 10);
+      const Tensor w1 = random_tensor({cout1, cin_g, c.kh, c.kw}, seed + 1);
+      const Tensor b1 = random_tensor({cout1}, seed + 2);
+      // w / b: w1 / b1 without each group's last channel.
+      Tensor w = Tensor::empty({c.cout, cin_g, c.kh, c.kw}), b = Tensor::empty({c.cout});
+      const int64_t per = cin_g * c.kh * c.kw, cg = c.cout / c.groups;
+      for (int64_t o = 0; o < c.cout; ++o) {
+        const int64_t o1 = o / cg * (cg + 1) + o % cg;
+        std::copy_n(w1.data<float>() + o1 * per, per, w.data<float>() + o * per);
+        b.data<float>()[o] = b1.data<float>()[o1];
+      }
+      ConvParams p;
+      p.stride[0] = p.stride[1] = c.stride;
+      p.padding[0] = p.padding[1] = c.pad;
+      p.groups = c.groups;
+      const int64_t Ho = (c.h + 2 * c.pad - c.kh) / c.stride + 1, Wo = (c.w + 2 * c.pad - c.kw) / c.stride + 1;
+      const Tensor res = random_tensor({c.cout, Ho, Wo}, seed + 3), res1 = random_tensor({cout1, Ho, Wo}, seed + 3);
+      Tensor r1 = res1;  // the residual of the C + 1 run: res in the shared channels
+      for (int64_t o = 0; o < c.cout; ++o)
+        std::copy_n(res.data<float>() + o * Ho * Wo, Ho * Wo,
+                    r1.data<float>() + (o / cg * (cg + 1) + o % cg) * Ho * Wo);
+      ConvEpilogue e;
+      e.lo = -0.5f;
+      e.residual = &res;
+      e.res_scale = 0.75f;
+      ConvEpilogue e1 = e;
+      e1.residual = &r1;
+      for (const int threads : {1, 2}) {
+        set_num_threads(threads);
+        Tensor y, y1;
+        conv2d_into(x, w, &b, p, y, e);
+        conv2d_into(x, w1, &b1, p, y1, e1);
+        for (int64_t o = 0; o < c.cout; ++o)
+          for (int64_t i = 0; i < Ho * Wo; ++i)
+            ASSERT_EQ(y.data<float>()[o * Ho * Wo + i], y1.data<float>()[(o / cg * (cg + 1) + o % cg) * Ho * Wo + i])
+                << "threads " << threads << " channel " << o << " position " << i;
+      }
+      expect_matches(c, seed + 4);
+    }
+  }
+  force_isa(isa_before);
+  set_num_threads(threads_before);
+}
+
+// Max pooling at stride 2 (ResNet's 3x3 / 2 stem pool) runs tap by tap over whole output rows:
+// exactly the maximum over the window's in-bounds values, for even and odd sizes, kernels 2-5.
+TEST(Conv, MaxPoolStrideTwoMatchesTheWindowMaximum) {
+  // kernel h, kernel w, padding, height, width
+  const int64_t shapes[][5] = {
+      {3, 3, 1, 112, 112}, {3, 3, 1, 9, 7}, {2, 2, 0, 6, 11}, {5, 5, 2, 13, 10}, {3, 2, 1, 8, 5}};
+  uint32_t seed = 7100;
+  for (const auto& s : shapes) {
+    SCOPED_TRACE(::testing::Message() << "kernel " << s[0] << "x" << s[1] << " pad " << s[2] << " " << s[3] << "x"
+                                      << s[4]);
+    const Tensor x = random_tensor({4, s[3], s[4]}, seed += 10);
+    const int64_t k[2] = {s[0], s[1]}, st[2] = {2, 2}, pad[2] = {s[2], std::min(s[2], s[1] / 2)};
+    const Tensor y = pool2d(x, PoolKind::Max, k, st, pad);
+    const int64_t Ho = (s[3] + 2 * pad[0] - k[0]) / 2 + 1, Wo = (s[4] + 2 * pad[1] - k[1]) / 2 + 1;
+    ASSERT_EQ(y.shape(), (Shape{4, Ho, Wo}));
+    for (int64_t c = 0; c < 4; ++c)
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          float want = -INFINITY;
+          for (int64_t i = 0; i < k[0]; ++i)
+            for (int64_t j = 0; j < k[1]; ++j) {
+              const int64_t ih = oh * 2 - pad[0] + i, iw = ow * 2 - pad[1] + j;
+              if (ih >= 0 && ih < s[3] && iw >= 0 && iw < s[4])
+                want = std::max(want, x.data<float>()[(c * s[3] + ih) * s[4] + iw]);
+            }
+          ASSERT_EQ(y.data<float>()[(c * Ho + oh) * Wo + ow], want) << c << " " << oh << " " << ow;
+        }
+  }
 }
