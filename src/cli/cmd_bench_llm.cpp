@@ -19,6 +19,7 @@
 #include "cli/config.h"
 #include "core/cpu.h"
 #include "core/parallel.h"
+#include "host/kv_cache.h"
 #include "host/matmul_bench.h"
 #include "models/decoder.h"
 #include "pipeline/llm.h"
@@ -36,6 +37,7 @@ struct BenchLlmOptions {
   int prompt_tokens = 512;
   int gen_tokens = 128;
   bool json = false;
+  std::string kv_type;  // "" = config kv_type, else the model format's default
 };
 
 // A GGUF file or HF directory: the path itself, or what a store entry's directory holds.
@@ -101,7 +103,11 @@ void run_bench_llm(const BenchLlmOptions& o) {
   const std::string path = model_file(o.model, o.store);
   std::shared_ptr<const WeightSource> weights = open_weights(path);
   DecoderSpec spec = spec_for(*weights, path);
-  const Decoder decoder(spec, weights);
+  Decoder decoder(spec, weights);
+  const auto kv_flag = resolve_kv_type(o.kv_type);
+  decoder.set_kv_dtype(kv_flag ? host::kv_dtype_from_name(*kv_flag)
+                               : default_kv_dtype(dynamic_cast<const GgufFile*>(weights.get()) != nullptr));
+  const int64_t kv_elem = dtype_bytes(decoder.kv_dtype(), 1);
   const int64_t ctx = o.prompt_tokens + o.gen_tokens;
   if (spec.max_positions > 0 && ctx > spec.max_positions)
     throw std::invalid_argument("bench llm: " + std::to_string(ctx) + " tokens exceed the model's context of " +
@@ -110,9 +116,13 @@ void run_bench_llm(const BenchLlmOptions& o) {
 
   // Warm-up: a short prefill and a few decode steps (page in the weights, pack caches).
   {
-    DecoderState warm = decoder.new_state(ctx);
-    auto step = decoder.forward({prompt.begin(), prompt.begin() + std::min<size_t>(prompt.size(), 8)}, warm);
-    for (int i = 0; i < 3; ++i) step = decoder.forward({argmax(step.logits)}, warm);
+    const int64_t warm_prompt = std::min<int64_t>(o.prompt_tokens, 8);
+    int64_t warm_ctx = std::max<int64_t>(ctx, warm_prompt + 3);  // its own room: --gen-tokens may be < 3
+    if (spec.max_positions > 0) warm_ctx = std::min<int64_t>(warm_ctx, spec.max_positions);
+    const int warm_steps = int(std::min<int64_t>(3, warm_ctx - warm_prompt));
+    DecoderState warm = decoder.new_state(warm_ctx);
+    auto step = decoder.forward({prompt.begin(), prompt.begin() + warm_prompt}, warm);
+    for (int i = 0; i < warm_steps; ++i) step = decoder.forward({argmax(step.logits)}, warm);
   }
 
   DecoderState state = decoder.new_state(ctx);
@@ -134,7 +144,7 @@ void run_bench_llm(const BenchLlmOptions& o) {
   double kv_bytes = 0;
   for (int64_t l = 0; l < spec.layers; ++l) {
     const double seen = spec.is_local(l) ? std::min<double>(mean_pos, static_cast<double>(spec.sliding_window)) : mean_pos;
-    kv_bytes += 2.0 * seen * static_cast<double>(spec.kv_heads * spec.head_dim) * sizeof(float);
+    kv_bytes += 2.0 * seen * static_cast<double>(spec.kv_heads * spec.head_dim * kv_elem);
   }
   const double bytes_per_token = static_cast<double>(wbytes) + kv_bytes;
   const double decode_tps = o.gen_tokens / decode_s, prefill_tps = o.prompt_tokens / prefill_s;
@@ -165,6 +175,7 @@ void run_bench_llm(const BenchLlmOptions& o) {
                                 {"decode_bandwidth_fraction", fraction},
                                 {"peak_rss_mib", peak_mib},
                                 {"kv_cache_mib", kv_cache_mib},
+                                {"kv_type", std::string(dtype_name(decoder.kv_dtype()))},
                                 {"last_step", last.to_json()}};
     std::printf("%s\n", out.dump().c_str());
     return;
@@ -177,7 +188,8 @@ void run_bench_llm(const BenchLlmOptions& o) {
               static_cast<double>(wbytes) / (1 << 20), kv_bytes / (1 << 20));
   std::printf("decode streams %.1f GB/s = %.0f%% of the STREAM triad (%.1f GB/s)\n",
               bytes_per_token * decode_tps / 1e9, 100 * fraction, triad / 1e9);
-  std::printf("peak RSS %.1f MiB (KV cache %.1f MiB)\n", peak_mib, kv_cache_mib);
+  std::printf("peak RSS %.1f MiB (KV cache %.1f MiB, %s)\n", peak_mib, kv_cache_mib,
+              std::string(dtype_name(decoder.kv_dtype())).c_str());
   std::printf("last decode step by op:\n%s", last.summary().c_str());
 }
 
@@ -191,6 +203,8 @@ void add_bench_llm_command(CLI::App& bench) {
   cmd->add_option("--prompt-tokens", o.prompt_tokens, "Prompt length for the prefill timing");
   cmd->add_option("--gen-tokens", o.gen_tokens, "Greedy tokens decoded (end-of-sequence ignored)");
   cmd->add_flag("--json", o.json, "Print the figures as one JSON object");
+  cmd->add_option("--kv-type", o.kv_type, "KV cache element type: f32, f16 or bf16 (default: as `npu generate`)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->callback([] { run_bench_llm(o); });
 }
 

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/config.h"
+#include "host/kv_cache.h"
 #include "serve/server.h"
 
 namespace xdna::cli {
@@ -13,7 +14,7 @@ namespace xdna::cli {
 namespace {
 
 struct ServeOptions {
-  std::string host, store, api_key, max_memory, max_body, max_audio;
+  std::string host, store, api_key, max_memory, max_body, max_audio, kv_type;
   int port = -1;  // -1: not given on the command line
   int max_queue = -1, max_batch = -1;
   double request_timeout_s = -1;
@@ -62,6 +63,10 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-body", o->max_body, "Largest JSON request body, e.g. 16MiB (default 16MiB)");
   cmd->add_option("--max-audio", o->max_audio, "Largest audio upload, e.g. 25MiB (default 25MiB)");
+  cmd->add_option("--kv-type", o->kv_type,
+                  "LLM KV cache element type: f32, f16 or bf16 (default: config kv_type, else f16 for GGUF "
+                  "models, f32 for Hugging Face checkpoints)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--preload", o->preload, "Load these store models before listening (repeatable)");
   cmd->add_flag("--quiet", o->quiet, "No request log lines on stderr");
   cmd->callback([o] {
@@ -90,6 +95,7 @@ void add_serve_command(CLI::App& app) {
     opts.log_requests = !o->quiet;
     serve::Server server(opts);
     serve::add_all_routes(server);
+    if (const auto kv = resolve_kv_type(o->kv_type)) server.models().set_llm_kv_dtype(host::kv_dtype_from_name(*kv));
     for (const std::string& name : opts.preload) {
       bool found = false;
       try {

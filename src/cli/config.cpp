@@ -87,10 +87,16 @@ Config parse_config(const std::string& text, const std::string& origin) {
       if (*c.npu_fallback != "none" && *c.npu_fallback != "host" && *c.npu_fallback != "npu-sim")
         throw std::runtime_error(origin + ": \"npu_fallback\" must be \"none\", \"host\" or \"npu-sim\", not \"" +
                                  *c.npu_fallback + "\"");
+    } else if (key == "kv_type") {
+      c.kv_type = get_string(v, key, origin);
+      if (*c.kv_type != "f32" && *c.kv_type != "f16" && *c.kv_type != "bf16")
+        throw std::runtime_error(origin + ": \"kv_type\" must be \"f32\", \"f16\" or \"bf16\", not \"" +
+                                 *c.kv_type + "\"");
     } else
       throw std::runtime_error(origin + ": unknown key \"" + key +
                                "\" (known: threads, store, host, port, python, api_key, max_memory, max_queue, "
-                               "max_batch, request_timeout, max_body, max_audio, npu_fallback, npu_artifacts)");
+                               "max_batch, request_timeout, max_body, max_audio, npu_fallback, npu_artifacts, "
+                               "kv_type)");
   }
   return c;
 }
@@ -127,6 +133,11 @@ std::string resolve_python() { return global_config().python.value_or("python3")
 std::string resolve_npu_fallback(const std::string& flag) {
   if (!flag.empty()) return flag;
   return global_config().npu_fallback.value_or("none");
+}
+
+std::optional<std::string> resolve_kv_type(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  return global_config().kv_type;
 }
 
 std::string resolve_npu_artifacts() {

@@ -22,6 +22,8 @@ struct Config {
   // --device npu: what runs when the NPU is missing or busy ("none", "host" or "npu-sim"), and
   // the compiled-artifacts directory (default: artifacts::default_artifacts_dir()).
   std::optional<std::string> npu_fallback, npu_artifacts;
+  // LLM KV cache element type ("f32", "f16" or "bf16"; unset: f16 for GGUF models, else f32).
+  std::optional<std::string> kv_type;
   std::string path;                   // the file it came from; empty when none was read
 };
 
@@ -41,6 +43,8 @@ std::string resolve_python();
 // --fallback flag (when non-empty) > config npu_fallback > "none".
 std::string resolve_npu_fallback(const std::string& flag);
 std::string resolve_npu_artifacts();
+// --kv-type flag (when non-empty) > config kv_type > unset (the model format's default).
+std::optional<std::string> resolve_kv_type(const std::string& flag);
 
 inline constexpr const char* kStoreHelp =
     "Model store directory (default: config `store`, then $XDG_CACHE_HOME/xdna-engine/models)";

@@ -16,6 +16,7 @@
 #include "cli/config.h"
 #include "cli/server_client.h"
 #include "host/host_backend.h"
+#include "host/kv_cache.h"
 #include "npu/artifacts/manifest.h"
 #include "npu/device_lock.h"
 #include "npu/driver/driver_io.h"
@@ -32,12 +33,14 @@ struct LlmCliOptions {
   std::string store;
   int64_t context = 0;                 // 0 = the model's maximum, capped by kv_budget_mib
   uint64_t kv_budget_mib = 1024;       // KV cache budget
+  std::string kv_type;                 // "" = config kv_type, else the model format's default
   int64_t max_tokens = 256;
   SamplingParams sampling{.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f};
   std::optional<uint64_t> seed;        // none: a random seed (reported by --json)
   std::vector<std::string> stop;
   std::string device = "host";
   std::string fallback;  // --fallback: "" (config npu_fallback, else none), none, host, npu-sim
+  std::string npu_weights;  // --npu-weights: "" (int8), bf16 or int8: the fused decode plan's weights
   ServerFlags server;
 };
 
@@ -54,6 +57,10 @@ inline void add_llm_options(CLI::App* cmd, LlmCliOptions& o) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-budget", o.kv_budget_mib, "KV cache memory budget in MiB (0 = no cap)")
       ->capture_default_str();
+  cmd->add_option("--kv-type", o.kv_type,
+                  "KV cache element type: f32, f16 or bf16 (default: config kv_type, else f16 for GGUF "
+                  "models as llama.cpp, f32 for Hugging Face checkpoints)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--max-tokens,-n", o.max_tokens, "Tokens to generate at most (0 = until the context is full)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -71,14 +78,28 @@ inline void add_llm_options(CLI::App* cmd, LlmCliOptions& o) {
   cmd->add_option("--seed", o.seed, "Random seed (same seed, same output; default: random)");
   cmd->add_option("--stop", o.stop, "Stop string (repeatable); not included in the output");
   add_device_options(cmd, o.device, o.fallback);
+  cmd->add_option("--npu-weights", o.npu_weights,
+                  "With --device npu-sim or npu, the fused decode plan's weight precision: int8 (default, the "
+                  "planner's default plan: f32/f16/bf16 weights quantized per row) or bf16")
+      ->check(CLI::IsMember({"bf16", "int8"}));
   add_server_options(cmd, o.server);
+}
+
+// The fused decode plan's weights for --npu-weights ("" = int8). Throws std::runtime_error naming
+// the flag when it is given with --device host (nothing would read it).
+inline DType resolve_npu_weights(const LlmCliOptions& o) {
+  if (!o.npu_weights.empty() && o.device == "host")
+    throw std::runtime_error("--npu-weights " + o.npu_weights + " applies to --device npu-sim or npu, not host");
+  return o.npu_weights == "bf16" ? DType::BF16 : DType::I8;
 }
 
 // Why these options must run in this process rather than on a server (empty: they need not).
 inline std::string llm_in_process_reason(const LlmCliOptions& o) {
   if (o.device != "host") return "--device " + o.device + " is a choice of this process";
+  if (!o.npu_weights.empty()) return "--npu-weights is a choice of this process";
   if (!o.store.empty()) return "--store names a store of this process";
-  if (o.context != 0 || o.kv_budget_mib != 1024) return "--context and --kv-budget size this process's KV cache";
+  if (o.context != 0 || o.kv_budget_mib != 1024 || !o.kv_type.empty())
+    return "--context, --kv-budget and --kv-type shape this process's KV cache";
   return "";
 }
 
@@ -115,6 +136,7 @@ inline std::unique_ptr<LanguageModel> load_llm(const LlmCliOptions& o) {
   LoadOptions lo;
   lo.context_length = o.context;
   lo.memory_budget_bytes = o.kv_budget_mib << 20;
+  if (const auto kv = resolve_kv_type(o.kv_type)) lo.kv_dtype = host::kv_dtype_from_name(*kv);
   return LanguageModel::load(resolve_model_path(o.model, resolve_store(o.store)), lo);
 }
 
@@ -173,12 +195,13 @@ struct DeviceBackends {
       return {};
     }
   }
-  // On npu-sim, decode tokens run through the fused plan when every layer allows it, else op by
-  // op with the reason in placement_text() (pipeline/llm_npu_fused.h). Null off npu-sim.
-  std::shared_ptr<NpuSimFusedDecode> fused_decode(const LanguageModel& lm) {
-    if (used == "npu-sim" && !fused) fused = NpuSimFusedDecode::prepare(lm);
+  // On npu-sim, decode tokens run through the fused plan (`weights`: resolve_npu_weights) when
+  // every layer allows it, else op by op with the reason in placement_text()
+  // (pipeline/llm_npu_fused.h). Null off npu-sim.
+  std::shared_ptr<NpuSimFusedDecode> fused_decode(const LanguageModel& lm, DType weights) {
+    if (used == "npu-sim" && !fused) fused = NpuSimFusedDecode::prepare(lm, weights);
     // --device npu: the same plan on the device (npu (needs hardware, unverified here))
-    if (used == "npu" && !fused && device.runtime()) fused = NpuSimFusedDecode::prepare(lm, *device.runtime());
+    if (used == "npu" && !fused && device.runtime()) fused = NpuSimFusedDecode::prepare(lm, *device.runtime(), weights);
     return fused;
   }
   // After a run: when a device fallback was taken, every op ran in its place.

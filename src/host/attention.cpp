@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "core/cpu.h"
 #include "core/parallel.h"
 #include "host/gemm.h"
+#include "host/kv_cache.h"
 #include "host/matmul.h"
 #include "host/ops.h"
 
@@ -24,12 +26,18 @@ constexpr int64_t kGemmMinRows = 16;
 constexpr int64_t kBlockRows = 64;
 constexpr int64_t kScoreBudget = int64_t{1} << 21;
 
-Tensor packed(const char* what, const Tensor& t) {
+// t itself when it is [S, H, C] with each row of C packed (any strides between positions and
+// heads: a head-major KvCache view is read in place), else a packed copy.
+Tensor rows_packed(const Tensor& t) {
+  return t.ndim() == 3 && t.strides()[2] == 1 ? t : t.contiguous();
+}
+
+Tensor packed(const char* what, const Tensor& t, bool strided_rows = false) {
   if (!t.defined()) throw std::invalid_argument(std::string("attention: ") + what + " is undefined");
   if (t.dtype() != DType::F32)
     throw std::invalid_argument(std::string("attention: ") + what + " must be f32, got " +
                                 std::string(dtype_name(t.dtype())));
-  return t.contiguous();
+  return strided_rows ? rows_packed(t) : t.contiguous();
 }
 
 struct Problem {
@@ -38,6 +46,12 @@ struct Problem {
   float* y;
   AttentionParams p;
   float scale;
+  // A half-precision KV cache (decode): k and v are unset and these hold the f16 / bf16 rows.
+  DType kv = DType::F32;
+  const void *k_half = nullptr, *v_half = nullptr;
+  // Element strides of k and v between positions and between kv heads (rows of D are packed):
+  // Hkv·D and D for a packed [S, Hkv, D], D and capacity·D for a head-major KvCache view.
+  int64_t k_pos = 0, k_head = 0, v_pos = 0, v_head = 0;
 
   // Keys [lo, hi) visible to query row t.
   void visible(int64_t t, int64_t& lo, int64_t& hi) const {
@@ -87,11 +101,31 @@ float* scratch(std::vector<float>& v, size_t n) {
   return v.data();
 }
 
+// Keys (or values) per tile widened from a half-precision cache: 32 rows of up to 128 floats
+// stay in L1 between the widening and the dots.
+constexpr int64_t kHalfTile = 32;
+
+// Rows [j0, j1) of kv head kh of k or v (rows `pos` elements apart, heads `head` apart): a
+// pointer to row j0 and the float stride between rows. An f32 cache is read in place; a half
+// cache's rows are widened into `tile`.
+const float* kv_rows(const float* f32, const void* half, DType dt, int64_t pos, int64_t head, int64_t C,
+                     int64_t kh, int64_t j0, int64_t j1, float* tile, int64_t& stride) {
+  if (dt == DType::F32) {
+    stride = pos;
+    return f32 + j0 * pos + kh * head;
+  }
+  kv_load_rows(static_cast<const uint16_t*>(half) + j0 * pos + kh * head, dt, pos, j1 - j0, C, tile);
+  stride = C;
+  return tile;
+}
+
 // Few query rows (decode): flash-decoding. Work items are (query row, kv head, key chunk); one
 // item streams its chunk of K and V once for ALL the query heads of the kv head's group (GQA),
 // keeping their softmax numerators in a chunk-local scale (max m, sum l). The chunks are then
 // merged per (row, head): y = Σ_c l_c e^(m_c - M) y_c / Σ_c l_c e^(m_c - M). Splitting the keys
 // keeps both threads busy when there is one kv head (Gemma 3 270M) and reads the cache once.
+// A half-precision cache is widened tile by tile and then runs the same f32 arithmetic, so its
+// output equals an f32 cache holding the rounded values.
 void attention_rows(const Problem& a) {
   const IsaKernels& kern = active_kernels();
   const AxpyFn axpy = active_axpy();
@@ -104,7 +138,9 @@ void attention_rows(const Problem& a) {
   thread_local std::vector<float> partial_buf;
   float* partial = scratch(partial_buf, static_cast<size_t>(items * stride));
   parallel_for(items, 1, [&](int64_t i0, int64_t i1) {
-    thread_local std::vector<float> score_buf;
+    thread_local std::vector<float> score_buf, tile_buf;
+    float* tile = a.kv == DType::F32 ? nullptr
+                                     : scratch(tile_buf, static_cast<size_t>(kHalfTile * std::max(a.D, a.Dv)));
     for (int64_t it = i0; it < i1; ++it) {
       const int64_t c = it % split, kh = (it / split) % a.Hkv, t = it / (split * a.Hkv);
       float* part = partial + it * stride;  // [G][Dv] outputs, then [G] maxima, then [G] sums
@@ -121,11 +157,16 @@ void attention_rows(const Problem& a) {
       XRow xq[64];
       const int64_t gq = std::min<int64_t>(G, 64);
       for (int64_t g = 0; g < gq; ++g) xq[g] = {a.q + (t * a.Hq + kh * G + g) * a.D, nullptr, nullptr, a.D};
-      for (int64_t j = c0; j < c1; ++j) {
-        const float* kr = a.k + (j * a.Hkv + kh) * a.D;
-        for (int64_t g = 0; g < G; ++g) {
-          const float d = g < gq ? kern.dot_f32(kr, xq[g]) : kern.dot_f32(kr, XRow{a.q + (t * a.Hq + kh * G + g) * a.D, nullptr, nullptr, a.D});
-          s[g * n + (j - c0)] = a.logit(d, t, j);
+      for (int64_t j0 = c0; j0 < c1; j0 += kHalfTile) {
+        const int64_t j1 = std::min(c1, j0 + kHalfTile);
+        int64_t ks;
+        const float* k0 = kv_rows(a.k, a.k_half, a.kv, a.k_pos, a.k_head, a.D, kh, j0, j1, tile, ks);
+        for (int64_t j = j0; j < j1; ++j) {
+          const float* kr = k0 + (j - j0) * ks;
+          for (int64_t g = 0; g < G; ++g) {
+            const float d = g < gq ? kern.dot_f32(kr, xq[g]) : kern.dot_f32(kr, XRow{a.q + (t * a.Hq + kh * G + g) * a.D, nullptr, nullptr, a.D});
+            s[g * n + (j - c0)] = a.logit(d, t, j);
+          }
         }
       }
       for (int64_t g = 0; g < G; ++g) {
@@ -139,11 +180,16 @@ void attention_rows(const Problem& a) {
         softmax_rows(sg, 1, n);
         pl[g] = 1.0f / sg[arg];  // the max's numerator is e^0 = 1, so it holds 1 / l
       }
-      for (int64_t j = c0; j < c1; ++j) {
-        const float* vr = a.v + (j * a.Hkv + kh) * a.Dv;
-        for (int64_t g = 0; g < G; ++g) {
-          const float w = s[g * n + (j - c0)];
-          if (w != 0.0f) axpy(w, vr, part + g * a.Dv, a.Dv);
+      for (int64_t j0 = c0; j0 < c1; j0 += kHalfTile) {
+        const int64_t j1 = std::min(c1, j0 + kHalfTile);
+        int64_t vs;
+        const float* v0 = kv_rows(a.v, a.v_half, a.kv, a.v_pos, a.v_head, a.Dv, kh, j0, j1, tile, vs);
+        for (int64_t j = j0; j < j1; ++j) {
+          const float* vr = v0 + (j - j0) * vs;
+          for (int64_t g = 0; g < G; ++g) {
+            const float w = s[g * n + (j - c0)];
+            if (w != 0.0f) axpy(w, vr, part + g * a.Dv, a.Dv);
+          }
         }
       }
     }
@@ -170,13 +216,14 @@ void attention_rows(const Problem& a) {
     }
 }
 
-// Copies rows [r0, r1) of head h of x [R, H, C], times `mul`, into a packed [r1 - r0, C] tensor.
-Tensor gather_head(const float* x, int64_t H, int64_t C, int64_t h, int64_t r0, int64_t r1,
+// Copies rows [r0, r1) of head h of x [R, H, C] (rows `pos` floats apart, heads `head` apart),
+// times `mul`, into a packed [r1 - r0, C] tensor.
+Tensor gather_head(const float* x, int64_t pos, int64_t head, int64_t C, int64_t h, int64_t r0, int64_t r1,
                    float mul = 1.0f) {
   Tensor out = Tensor::empty({r1 - r0, C});
   float* o = out.data<float>();
   for (int64_t r = r0; r < r1; ++r) {
-    const float* src = x + (r * H + h) * C;
+    const float* src = x + r * pos + h * head;
     float* dst = o + (r - r0) * C;
     if (mul == 1.0f)
       std::memcpy(dst, src, C * sizeof(float));
@@ -186,16 +233,18 @@ Tensor gather_head(const float* x, int64_t H, int64_t C, int64_t h, int64_t r0, 
   return out;
 }
 
-// Values of keys [lo, hi) of kv head kh of v [S, H, Dv], transposed to [Dv, hi - lo]: matmul's
-// weight layout. Tiles of 8 keys keep both the reads and the writes in few cache lines.
-Tensor transpose_values(const float* v, int64_t H, int64_t Dv, int64_t kh, int64_t lo, int64_t hi) {
+// Values of keys [lo, hi) of kv head kh of v [S, H, Dv] (strides pos, head), transposed to
+// [Dv, hi - lo]: matmul's weight layout. Tiles of 8 keys keep both the reads and the writes in few
+// cache lines.
+Tensor transpose_values(const float* v, int64_t pos, int64_t head, int64_t Dv, int64_t kh, int64_t lo,
+                        int64_t hi) {
   const int64_t w = hi - lo;
   Tensor vt = Tensor::empty({Dv, w});
   float* o = vt.data<float>();
   for (int64_t j0 = lo; j0 < hi; j0 += 8) {
     const int64_t j1 = std::min(hi, j0 + 8);
     for (int64_t d = 0; d < Dv; ++d)
-      for (int64_t j = j0; j < j1; ++j) o[d * w + (j - lo)] = v[(j * H + kh) * Dv + d];
+      for (int64_t j = j0; j < j1; ++j) o[d * w + (j - lo)] = v[j * pos + kh * head + d];
   }
   return vt;
 }
@@ -224,17 +273,19 @@ void attention_gemm(const Problem& a) {
         continue;
       }
       const int64_t w = hi - lo;
-      const Tensor keys = gather_head(a.k, a.Hkv, a.D, kh, lo, hi);  // [w, D]
-      const Tensor vt = transpose_values(a.v, a.Hkv, a.Dv, kh, lo, hi);  // [Dv, w]
+      const Tensor keys = gather_head(a.k, a.k_pos, a.k_head, a.D, kh, lo, hi);  // [w, D]
+      const Tensor vt = transpose_values(a.v, a.v_pos, a.v_head, a.Dv, kh, lo, hi);  // [Dv, w]
       // The logit scale is folded into the gathered queries: the scores come out scaled.
-      const Tensor qb = gather_head(a.q, a.Hq, a.D, h, t0, t1, a.scale);
+      const Tensor qb = gather_head(a.q, a.Hq * a.D, a.D, a.D, h, t0, t1, a.scale);
       Tensor scores = matmul(qb, keys);  // [n, w]
       const bool plain = a.p.softcap <= 0.0f && !a.mask;
       for (int64_t r = 0; r < n; ++r) {
         float* s = scores.data<float>() + r * w;
         int64_t l, hh;
         a.visible(t0 + r, l, hh);
-        if (!plain || l > lo || hh < hi) {  // only rows with a cap, mask or hidden keys need work
+        if (plain && l == lo && hh > l) {  // causal prefill: only keys past the row's own are hidden
+          std::fill(s + (hh - lo), s + w, -std::numeric_limits<float>::infinity());
+        } else if (!plain || l > lo || hh < hi) {  // rows with a cap, mask or hidden keys
           const float* mrow = a.mask ? a.mask + (t0 + r) * a.S : nullptr;
           for (int64_t j = lo; j < hi; ++j) {
             float x = s[j - lo];
@@ -252,11 +303,101 @@ void attention_gemm(const Problem& a) {
   });
 }
 
+// k and v as attention reads them: f32, or (both f16 or both bf16, a half-precision KV cache)
+// packed half rows when few query rows run (decode); the GEMM path widens a half cache to f32.
+bool half_kv(const Tensor& k, const Tensor& v) {
+  return k.defined() && v.defined() && k.dtype() == v.dtype() &&
+         (k.dtype() == DType::F16 || k.dtype() == DType::BF16);
+}
+
+// The GEMM's packed weights for Vᵀ (kv head kh of v [S, H, Dv], strides pos and head) built
+// straight from v: panel p
+// holds, for each key k, values [p·NR, p·NR + NR) of that key (zero past Dv), which is exactly
+// what pack_weights makes of the transposed [Dv, S] matrix, so the products are unchanged; each
+// key's values are one contiguous copy instead of a transpose and a second pass.
+std::shared_ptr<const PackedWeights> pack_values(const float* v, int64_t pos, int64_t head, int64_t Dv,
+                                                 int64_t kh, int64_t S) {
+  const int64_t NR = active_kernels().nr, panels = (Dv + NR - 1) / NR;
+  auto p = std::make_shared<PackedWeights>();
+  p->nr = static_cast<int>(NR);
+  p->rows = Dv, p->cols = S;
+  p->storage = std::make_unique<HeapBuffer>(static_cast<size_t>(panels * NR * S) * sizeof(float));
+  float* dst = reinterpret_cast<float*>(p->storage->data());
+  for (int64_t pn = 0; pn < panels; ++pn) {
+    const int64_t d0 = pn * NR, w = std::min(NR, Dv - d0);
+    for (int64_t k = 0; k < S; ++k) {
+      float* out = dst + (pn * S + k) * NR;
+      std::memcpy(out, v + k * pos + kh * head + d0, w * sizeof(float));
+      std::fill(out + w, out + NR, 0.0f);
+    }
+  }
+  return p;
+}
+
+// Bidirectional attention (encoders: no causal mask, no window, no soft-cap): every query row sees
+// all S keys.
+// Work items are whole heads, so each head's keys and values are packed for the GEMM once
+// (attention_gemm gathers and packs them again for every block of query rows: 4 times per head
+// at T = 197) and the output block is written straight into y. The keys are packed from their
+// strided rows in place, the values by pack_values; only the scaled queries are gathered. Used
+// when the heads split evenly over the threads (a multiple of the thread count, or at least 4 per
+// thread); otherwise attention_gemm's finer row blocks keep every thread busy. Same GEMM kernels and k order as attention_gemm, so the results are bit-identical
+// to it, except where its last 64-row block has <= 4 rows (matmul runs those as GEMV dots). Row
+// blocks are balanced (197 rows: 50, 49, 49, 49, not 64, 64, 64, 5).
+void attention_encoder(const Problem& a) {
+  const int64_t max_rows = std::clamp<int64_t>(kScoreBudget / a.S, 1, kBlockRows);
+  const int64_t blocks = (a.T + max_rows - 1) / max_rows, base = a.T / blocks, extra = a.T % blocks;
+  const int64_t ld_k = a.k_pos, ld_y = a.Hq * a.Dv;
+  parallel_for(a.Hq, 1, [&](int64_t h0, int64_t h1) {
+    thread_local std::vector<float> q_buf, s_buf;
+    float* qb = scratch(q_buf, static_cast<size_t>((base + 1) * a.D));
+    float* scores = scratch(s_buf, static_cast<size_t>((base + 1) * a.S));
+    std::shared_ptr<const PackedWeights> keys_packed, values_packed;
+    int64_t kv_head = -1;
+    for (int64_t h = h0; h < h1; ++h) {
+      const int64_t kh = h / a.group;
+      WeightRows keys;  // [S, D] rows of kv head kh, in place
+      keys.data = reinterpret_cast<const uint8_t*>(a.k + kh * a.k_head);
+      keys.row_bytes = ld_k * static_cast<int64_t>(sizeof(float));
+      keys.rows = a.S, keys.cols = a.D;
+      WeightRows values;  // [Dv, S], the transposed values: read only from values_packed
+      values.rows = a.Dv, values.cols = a.S;
+      if (kh != kv_head) {  // GQA: the heads of one group share the packs
+        keys_packed = pack_weights(keys);
+        values_packed = pack_values(a.v, a.v_pos, a.v_head, a.Dv, kh, a.S);
+        kv_head = kh;
+      }
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t t0 = b * base + std::min(b, extra), n = base + (b < extra ? 1 : 0);
+        // The logit scale is folded into the gathered queries: the scores come out scaled.
+        for (int64_t r = 0; r < n; ++r) {
+          const float* src = a.q + ((t0 + r) * a.Hq + h) * a.D;
+          float* dst = qb + r * a.D;
+          for (int64_t c = 0; c < a.D; ++c) dst[c] = src[c] * a.scale;
+        }
+        gemm(qb, a.D, keys, scores, a.S, n, keys_packed.get());
+        for (int64_t r = 0; r < n; ++r) {
+          float* s = scores + r * a.S;
+          if (a.mask) {
+            const float* mrow = a.mask + (t0 + r) * a.S;
+            for (int64_t j = 0; j < a.S; ++j) s[j] += mrow[j];
+          }
+          softmax_rows(s, 1, a.S);
+        }
+        gemm(scores, a.S, values, a.y + (t0 * a.Hq + h) * a.Dv, ld_y, n, values_packed.get());
+      }
+    }
+  });
+}
+
 }  // namespace
 
 Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                  const AttentionParams& p, const Tensor* mask_in) {
-  const Tensor q = packed("q", q_in), k = packed("k", k_in), v = packed("v", v_in);
+  const bool half = half_kv(k_in, v_in) && q_in.defined() && q_in.ndim() == 3 && q_in.dim(0) < kGemmMinRows;
+  const Tensor q = packed("q", q_in);
+  const Tensor k = half ? rows_packed(k_in) : packed("k", half_kv(k_in, v_in) ? to_f32(k_in) : k_in, true);
+  const Tensor v = half ? rows_packed(v_in) : packed("v", half_kv(k_in, v_in) ? to_f32(v_in) : v_in, true);
   const std::string shapes = "q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) +
                              ", v " + shape_str(v.shape());
   if (q.ndim() != 3 || k.ndim() != 3 || v.ndim() != 3)
@@ -276,10 +417,16 @@ Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
   }
   Tensor y = Tensor::empty({T, Hq, Dv});
   if (y.numel() == 0) return y;
-  const Problem a{T, Hq, D, S, Hkv, Dv, Hq / Hkv, q.data<float>(), k.data<float>(),
-                  v.data<float>(), mask.defined() ? mask.data<float>() : nullptr,
-                  y.data<float>(), p, p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(float(D))};
-  if (T >= kGemmMinRows && S > 0 && D > 0) {
+  Problem a{T, Hq, D, S, Hkv, Dv, Hq / Hkv, q.data<float>(), k.data<float>(),
+            v.data<float>(), mask.defined() ? mask.data<float>() : nullptr,
+            y.data<float>(), p, p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(float(D))};
+  a.k_pos = k.strides()[0], a.k_head = k.strides()[1], a.v_pos = v.strides()[0], a.v_head = v.strides()[1];
+  if (half) a.kv = k.dtype(), a.k = a.v = nullptr, a.k_half = k.raw(), a.v_half = v.raw();
+  const int64_t nt = num_threads();
+  if (T >= kGemmMinRows && S > 0 && D > 0 && !p.causal && p.window == 0 && p.softcap <= 0.0f &&
+      (Hq % nt == 0 || Hq >= 4 * nt)) {
+    attention_encoder(a);
+  } else if (T >= kGemmMinRows && S > 0 && D > 0) {
     attention_gemm(a);
   } else if (T > 1 && !p.causal && p.window == 0 && !mask.defined() && T * a.group <= 64) {
     // A few query rows that all see every key (Whisper's cross-attention over 5 beams): fold the

@@ -177,6 +177,11 @@ std::shared_ptr<const PackedWeights> pack_weights(const WeightRows& w);
 bool use_i8_vnni_gemm(const WeightRows& w);
 void pack_weights_i8(const WeightRows& w, PackedWeights& p);
 void gemm_i8_vnni(const float* x, int64_t ldx, int64_t m, const PackedWeights& p, float* y, int64_t ldy);
+// GGML Q8_0 / Q4_0 weights with more than a few x rows (prefill) go to the same int8 VNNI tile,
+// x quantized per block of 32 (as the GGML GEMV does), the weights unpacked per panel on the fly.
+bool use_ggml_vnni_gemm(const WeightRows& w);
+void gemm_ggml_vnni(const float* x, int64_t ldx, int64_t m, const WeightRows& w, float* y, int64_t ldy,
+                    const float* bias);
 
 // y[M, N] = x[M, K] · wᵀ (+ bias[N]), row strides ldx / ldy; blocked, packed, multi-threaded.
 // `packed` (optional) is pack_weights(w): the weight panels are then read from it instead of

@@ -8,6 +8,7 @@
 
 #include "host/attention.h"
 #include "host/conv.h"
+#include "host/kv_cache.h"
 #include "host/matmul.h"
 #include "host/ops.h"
 
@@ -71,19 +72,25 @@ static Tensor rope_with_freqs(const Tensor& x_in, const Tensor& freqs_in, int64_
   return y;
 }
 
-// Writes x [T, H, D] into rows [start, start + T) of cache [S, H, D] (f32, packed, writable) and
-// returns the view of rows [0, start + T): the KV cache grows inside the graph, no copy of the
-// prefix per step.
+// Writes x [T, H, D] into rows [start, start + T) of cache [S, H, D] (f32, f16 or bf16: x is
+// rounded to the cache's type; writable, any strides with rows of D packed) and returns the view
+// of rows [0, start + T): the KV cache grows inside the graph, no copy of the prefix per step.
 static Tensor kv_write(const Tensor& cache, const Tensor& x_in, int64_t start) {
   const Tensor x = host::to_f32(x_in);
-  if (cache.ndim() != 3 || x.ndim() != 3 || cache.dtype() != DType::F32 || !cache.is_contiguous() ||
-      !cache.writable() || x.dim(1) != cache.dim(1) || x.dim(2) != cache.dim(2) || start < 0 ||
-      start + x.dim(0) > cache.dim(0))
+  const DType ct = cache.dtype();
+  if (cache.ndim() != 3 || x.ndim() != 3 || (ct != DType::F32 && ct != DType::F16 && ct != DType::BF16) ||
+      cache.strides()[2] != 1 || !cache.writable() || x.dim(1) != cache.dim(1) || x.dim(2) != cache.dim(2) ||
+      start < 0 || start + x.dim(0) > cache.dim(0))
     throw std::invalid_argument("kv_write: cannot write x " + shape_str(x.shape()) + " at row " +
-                                std::to_string(start) + " of cache " + shape_str(cache.shape()) +
-                                " (needs a packed, writable f32 cache with room)");
-  const int64_t row = x.dim(1) * x.dim(2);
-  std::memcpy(cache.data<float>() + start * row, x.data<float>(), x.numel() * sizeof(float));
+                                std::to_string(start) + " of cache " + shape_str(cache.shape()) + " " +
+                                std::string(dtype_name(ct)) +
+                                " (needs a writable f32, f16 or bf16 cache with packed rows and room)");
+  // One D-row per (position, head), at the cache's strides (a KvCache is head-major).
+  const int64_t H = x.dim(1), D = x.dim(2), esize = dtype_bytes(ct, 1);
+  const int64_t pos = cache.strides()[0], head = cache.strides()[1];
+  for (int64_t t = 0; t < x.dim(0); ++t)
+    for (int64_t h = 0; h < H; ++h)
+      host::kv_store(x.data<float>() + (t * H + h) * D, ct, cache.raw() + ((start + t) * pos + h * head) * esize, D);
   return cache.slice(0, 0, start + x.dim(0));
 }
 

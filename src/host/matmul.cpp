@@ -290,6 +290,10 @@ void matmul(const Tensor& x_in, const Tensor& w, const Tensor* bias, Tensor& y) 
     gemv(xp, M, wr, bp, yp);
     return;
   }
+  if (use_ggml_vnni_gemm(wr)) {
+    gemm_ggml_vnni(xp, K, M, wr, yp, N, bp);
+    return;
+  }
   // Constant weights are packed once (bit-identical to packing per call).
   // int8 per-channel weights on VNNI always run the int8 GEMM (packed per call if not cached).
   auto packed = cached_packed_weights(w, wr);

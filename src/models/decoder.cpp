@@ -360,7 +360,12 @@ Decoder::Decoder(DecoderSpec spec, std::shared_ptr<const WeightSource> weights)
 
 uint64_t Decoder::kv_cache_bytes(int64_t context_length) const {
   return static_cast<uint64_t>(context_length) * static_cast<uint64_t>(spec_.layers) * 2u *
-         static_cast<uint64_t>(spec_.kv_heads * spec_.head_dim) * sizeof(float);
+         static_cast<uint64_t>(dtype_bytes(kv_dtype_, spec_.kv_heads * spec_.head_dim));
+}
+
+void Decoder::set_kv_dtype(DType t) {
+  host::check_kv_dtype(t, "decoder");
+  kv_dtype_ = t;
 }
 
 DecoderState Decoder::new_state(int64_t context_length, uint64_t memory_budget_bytes) const {
@@ -374,7 +379,7 @@ DecoderState Decoder::new_state(int64_t context_length, uint64_t memory_budget_b
                                   " bytes per token)");
     n = std::min(n, fit);
   }
-  return DecoderState{host::KvCache(spec_.layers, n, spec_.kv_heads, spec_.head_dim), 0};
+  return DecoderState{host::KvCache(spec_.layers, n, spec_.kv_heads, spec_.head_dim, kv_dtype_), 0};
 }
 
 namespace {

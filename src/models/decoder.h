@@ -49,8 +49,13 @@ class Decoder {
   // A fresh sequence state. context_length 0 = the model's maximum, capped so the KV cache fits
   // in memory_budget_bytes (0 = no cap). Throws std::invalid_argument when even 1 token cannot fit.
   DecoderState new_state(int64_t context_length = 0, uint64_t memory_budget_bytes = 0) const;
-  // Bytes the KV cache takes for a context length (for budgets and reports).
+  // Bytes the KV cache takes for a context length (for budgets and reports), at kv_dtype()'s size.
   uint64_t kv_cache_bytes(int64_t context_length) const;
+  // The element type of the KV caches new_state makes: f32 (the default), f16 or bf16 (half the
+  // bytes; K and V are rounded to nearest even when written). Throws std::invalid_argument for
+  // any other type. Set it before making states.
+  void set_kv_dtype(DType t);
+  DType kv_dtype() const { return kv_dtype_; }
 
   // Runs `ids` at positions state.position... appending their K/V to the cache, then advances
   // the position. Throws std::invalid_argument (stating both lengths) if the cache would overflow
@@ -74,6 +79,7 @@ class Decoder {
                    const std::vector<DecoderState*>& states, bool all_logits, std::vector<Backend*> backends) const;
   struct Impl;
   DecoderSpec spec_;
+  DType kv_dtype_ = DType::F32;
   std::shared_ptr<const WeightSource> source_;
   std::shared_ptr<const Impl> impl_;  // resolved weight views
 };

@@ -4,7 +4,6 @@
 #include "models/graph_builder.h"
 
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -503,14 +502,9 @@ void WhisperModel::reorder(WhisperDecodeState& state, const std::vector<int64_t>
   for (size_t i = 0; i < source.size(); ++i) {
     if (owner[source[i]] == static_cast<int64_t>(i)) continue;
     const host::KvCache& from = old[source[i]];
-    host::KvCache& to = next[i].emplace(from.layers(), from.max_len(), spec_.decoder_heads,
-                                        spec_.d_model / spec_.decoder_heads);
-    for (int64_t l = 0; l < from.layers(); ++l) {
-      const size_t bytes = static_cast<size_t>(from.keys(l).numel()) * sizeof(float);
-      std::memcpy(to.key_storage(l).raw(), from.key_storage(l).raw(), bytes);
-      std::memcpy(to.value_storage(l).raw(), from.value_storage(l).raw(), bytes);
-    }
-    to.set_length(filled);
+    next[i].emplace(from.layers(), from.max_len(), spec_.decoder_heads, spec_.d_model / spec_.decoder_heads,
+                    from.dtype())
+        .copy_prefix(from, filled);
   }
   for (size_t i = 0; i < source.size(); ++i)
     if (!next[i]) next[i].emplace(std::move(old[source[i]]));

@@ -29,7 +29,14 @@ class NpuSimFusedDecode;  // llm_npu_fused.h
 struct LoadOptions {
   int64_t context_length = 0;        // 0 = model maximum, capped by memory_budget_bytes
   uint64_t memory_budget_bytes = 0;  // for the KV cache; 0 = no cap
+  // KV cache element type (f32, f16, bf16); unset = default_kv_dtype.
+  std::optional<DType> kv_dtype;
 };
+
+// The KV cache type when none is chosen: f16 for a GGUF model (or one baked from a GGUF), as
+// llama.cpp does, halving the cache and the bytes decode attention reads; f32 for Hugging Face
+// checkpoints, whose logits are tested against transformers (which keeps an f32 cache).
+DType default_kv_dtype(bool from_gguf);
 
 class LanguageModel {
  public:

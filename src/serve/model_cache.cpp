@@ -76,18 +76,19 @@ std::string size_text(uint64_t bytes) { return format_size(bytes) + " (" + std::
 
 // An LLM's KV cache size per token and its maximum context, read from the checkpoint's
 // config.json or GGUF metadata without touching its weights: what Decoder::kv_cache_bytes(1)
-// will say (K and V, f32, every layer). {0, 0} when neither is there or it cannot be read (a
-// baked file; LanguageModel::load reports a bad config itself).
+// will say (K and V, every layer, at kv_dtype or default_kv_dtype's size). {0, 0} when neither is
+// there or it cannot be read (a baked file; LanguageModel::load reports a bad config itself).
 struct KvShape {
   uint64_t per_token = 0;
   int64_t max_positions = 0;
 };
 
-KvShape peek_kv_shape(const std::string& dir) {
+KvShape peek_kv_shape(const std::string& dir, std::optional<DType> kv_dtype) {
   try {
     DecoderSpec spec;
     const fs::path config = fs::path(dir) / "config.json";
-    if (fs::exists(config)) {
+    const bool from_gguf = !fs::exists(config);
+    if (!from_gguf) {
       std::ifstream in(config);
       const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
       if (!j.is_object()) return {};
@@ -99,8 +100,8 @@ KvShape peek_kv_shape(const std::string& dir) {
       if (ggufs.size() != 1) return {};
       spec = decoder_spec_from_gguf(GgufFile(ggufs[0].string()));  // maps the file, reads its header
     }
-    return {static_cast<uint64_t>(spec.layers) * 2u * static_cast<uint64_t>(spec.kv_heads * spec.head_dim) *
-                sizeof(float),
+    const DType kv = kv_dtype.value_or(default_kv_dtype(from_gguf));
+    return {static_cast<uint64_t>(spec.layers) * 2u * static_cast<uint64_t>(dtype_bytes(kv, spec.kv_heads * spec.head_dim)),
             spec.max_positions};
   } catch (const std::exception&) {
     return {};
@@ -190,7 +191,7 @@ std::shared_ptr<CachedLanguageModel> ModelCache::get_llm(const std::string& name
     if (opts.memory_budget_bytes == 0 || opts.memory_budget_bytes > room) opts.memory_budget_bytes = room;
     uint64_t need = files + batch * opts.memory_budget_bytes;  // when the shape is unknown
     std::string parts = "its files + KV caches of " + std::to_string(batch) + " sequences";
-    if (const KvShape kv = peek_kv_shape(dir); kv.per_token > 0 && kv.max_positions > 0) {
+    if (const KvShape kv = peek_kv_shape(dir, opts.kv_dtype); kv.per_token > 0 && kv.max_positions > 0) {
       // The context the load options ask for, then cut to what the budget holds (not below
       // kMinContext: a budget that small is too small for the model).
       int64_t ctx = opts.context_length > 0 ? std::min(opts.context_length, kv.max_positions) : kv.max_positions;
@@ -292,6 +293,11 @@ std::vector<ResidentModel> ModelCache::resident_info() const {
 void ModelCache::set_llm_load_options(const LoadOptions& opts) {
   std::lock_guard<std::mutex> lock(mu_);
   llm_options_ = opts;
+}
+
+void ModelCache::set_llm_kv_dtype(std::optional<DType> kv_dtype) {
+  std::lock_guard<std::mutex> lock(mu_);
+  llm_options_.kv_dtype = kv_dtype;
 }
 
 void ModelCache::reserve(const std::string& name, uint64_t need, const std::string& parts, bool llm) {

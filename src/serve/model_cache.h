@@ -129,6 +129,9 @@ class ModelCache {
   std::shared_ptr<CachedLanguageModel> get_llm(const std::string& name);
   // KV cache budget of each LLM loaded from now on (LoadOptions::memory_budget_bytes).
   void set_llm_load_options(const LoadOptions& opts);
+  // KV cache element type of each LLM loaded from now on (LoadOptions::kv_dtype; unset = the
+  // model format's default, default_kv_dtype).
+  void set_llm_kv_dtype(std::optional<DType> kv_dtype);
   // The same for a speech-to-text model (is_speech_family: whisper, parakeet, gigaam); catalog
   // aliases of a pulled model are accepted. std::invalid_argument when the model is of another
   // family. SpeechModel::transcribe is const: callers serialise runs themselves (each already uses
@@ -189,7 +192,7 @@ class ModelCache {
   std::mutex load_mu_;     // one load at a time, so two first requests do not load twice
   std::list<Entry> lru_;   // most recent first
   std::vector<Evicted> evicted_;
-  LoadOptions llm_options_{.context_length = 0, .memory_budget_bytes = 1ull << 30};
+  LoadOptions llm_options_{.context_length = 0, .memory_budget_bytes = 1ull << 30, .kv_dtype = std::nullopt};
 };
 
 }  // namespace xdna::serve

@@ -1,8 +1,9 @@
 // Decoder::forward_batch (continuous batching of decode steps) against Decoder::forward run one
 // sequence at a time, on the tiny fixture decoders of every family (tests/fixtures/decoders):
 // sequences at different positions (gemma3's past its 16-token sliding window), joining and
-// leaving the batch between steps, batches of 1 to 6 (6 runs its matmuls as 4 + 2 rows). The
-// tolerance is zero: every row must be bit-identical to the logits of the sequence run alone.
+// leaving the batch between steps, batches of 1 to 6 (6 runs its matmuls as 4 + 2 rows), with
+// f32 and f16 KV caches. The tolerance is zero: every row must be bit-identical to the logits of
+// the sequence run alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -74,54 +75,59 @@ class DecoderBatch : public ::testing::TestWithParam<Case> {};
 // grows, shrinks and mixes positions; every row must equal that sequence's alone logits exactly.
 TEST_P(DecoderBatch, RowsAreBitIdenticalToOneAtATime) {
   const auto d = load_decoder(GetParam().model, GetParam().file);
-  const int64_t V = d->spec().vocab_size;
-  const std::vector<int64_t> lengths = {3, 9, 17, 25, 30, 40};
-  const std::vector<int> steps = {10, 7, 12, 6, 9, 11};
-  const int n = static_cast<int>(lengths.size());
-  std::vector<Alone> alone;
-  for (int i = 0; i < n; ++i) alone.push_back(run_alone(*d, prompt(lengths[i], i, V), steps[i]));
+  // With the f32 cache and with the half-precision one (llama.cpp's default for GGUF models).
+  for (DType kv : {DType::F32, DType::F16}) {
+    SCOPED_TRACE(std::string("kv cache ") + std::string(dtype_name(kv)));
+    d->set_kv_dtype(kv);
+    const int64_t V = d->spec().vocab_size;
+    const std::vector<int64_t> lengths = {3, 9, 17, 25, 30, 40};
+    const std::vector<int> steps = {10, 7, 12, 6, 9, 11};
+    const int n = static_cast<int>(lengths.size());
+    std::vector<Alone> alone;
+    for (int i = 0; i < n; ++i) alone.push_back(run_alone(*d, prompt(lengths[i], i, V), steps[i]));
 
-  std::vector<DecoderState> states;
-  for (int i = 0; i < n; ++i) {
-    states.push_back(d->new_state(128));
-    d->forward(alone[i].prompt, states[i]);
-  }
-  std::vector<int> done(n, 0);  // decode steps each sequence has run
-  std::vector<size_t> batch_sizes;
-  int compared = 0;
-  for (int step = 0; step < 20; ++step) {
-    std::vector<int32_t> ids;
-    std::vector<DecoderState*> batch;
-    std::vector<int> who;
-    for (int i = 0; i < n; ++i)
-      if (step >= i && done[i] < steps[i]) {
-        ids.push_back(alone[i].tokens[done[i]]);
-        batch.push_back(&states[i]);
-        who.push_back(i);
-      }
-    if (batch.empty()) break;
-    batch_sizes.push_back(batch.size());
-    const DecoderStep s = d->forward_batch(ids, batch);
-    ASSERT_EQ(s.logits.shape(), (Shape{static_cast<int64_t>(batch.size()), V}));
-    for (size_t r = 0; r < who.size(); ++r) {
-      const int i = who[r];
-      const float* got = s.logits.data<float>() + r * V;
-      const std::vector<float>& want = alone[i].logits[done[i]];
-      float max_diff = 0;
-      for (int64_t j = 0; j < V; ++j) max_diff = std::max(max_diff, std::abs(got[j] - want[j]));
-      EXPECT_EQ(std::memcmp(got, want.data(), V * sizeof(float)), 0)
-          << "sequence " << i << " decode step " << done[i] << " in a batch of " << who.size()
-          << ": max |diff| " << max_diff;
-      EXPECT_EQ(states[i].position, lengths[i] + done[i] + 1);
-      ++done[i];
-      ++compared;
+    std::vector<DecoderState> states;
+    for (int i = 0; i < n; ++i) {
+      states.push_back(d->new_state(128));
+      d->forward(alone[i].prompt, states[i]);
     }
+    std::vector<int> done(n, 0);  // decode steps each sequence has run
+    std::vector<size_t> batch_sizes;
+    int compared = 0;
+    for (int step = 0; step < 20; ++step) {
+      std::vector<int32_t> ids;
+      std::vector<DecoderState*> batch;
+      std::vector<int> who;
+      for (int i = 0; i < n; ++i)
+        if (step >= i && done[i] < steps[i]) {
+          ids.push_back(alone[i].tokens[done[i]]);
+          batch.push_back(&states[i]);
+          who.push_back(i);
+        }
+      if (batch.empty()) break;
+      batch_sizes.push_back(batch.size());
+      const DecoderStep s = d->forward_batch(ids, batch);
+      ASSERT_EQ(s.logits.shape(), (Shape{static_cast<int64_t>(batch.size()), V}));
+      for (size_t r = 0; r < who.size(); ++r) {
+        const int i = who[r];
+        const float* got = s.logits.data<float>() + r * V;
+        const std::vector<float>& want = alone[i].logits[done[i]];
+        float max_diff = 0;
+        for (int64_t j = 0; j < V; ++j) max_diff = std::max(max_diff, std::abs(got[j] - want[j]));
+        EXPECT_EQ(std::memcmp(got, want.data(), V * sizeof(float)), 0)
+            << "sequence " << i << " decode step " << done[i] << " in a batch of " << who.size()
+            << ": max |diff| " << max_diff;
+        EXPECT_EQ(states[i].position, lengths[i] + done[i] + 1);
+        ++done[i];
+        ++compared;
+      }
+    }
+    for (int i = 0; i < n; ++i) EXPECT_EQ(done[i], steps[i]) << "sequence " << i;
+    EXPECT_EQ(compared, 10 + 7 + 12 + 6 + 9 + 11);
+    // The schedule did exercise single rows, small batches and a batch past 4 rows.
+    EXPECT_EQ(*std::min_element(batch_sizes.begin(), batch_sizes.end()), 1u);
+    EXPECT_EQ(*std::max_element(batch_sizes.begin(), batch_sizes.end()), 6u);
   }
-  for (int i = 0; i < n; ++i) EXPECT_EQ(done[i], steps[i]) << "sequence " << i;
-  EXPECT_EQ(compared, 10 + 7 + 12 + 6 + 9 + 11);
-  // The schedule did exercise single rows, small batches and a batch past 4 rows.
-  EXPECT_EQ(*std::min_element(batch_sizes.begin(), batch_sizes.end()), 1u);
-  EXPECT_EQ(*std::max_element(batch_sizes.begin(), batch_sizes.end()), 6u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DecoderBatch,

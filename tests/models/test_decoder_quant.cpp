@@ -1,7 +1,8 @@
 // A GGUF laid out like llama.cpp's Gemma 3 Q4_K_M (q, k, gate, up in q5_0; v in q8_0): the decoder
 // repacks q5_0 and fuses q|k|v and gate|up into one matrix each. Against the same values
-// dequantized to f32 (separate matrices), prefill must agree to f32 rounding (the GEMM dequantizes
-// the weights exactly) and decode to the int8 rounding of x in the quantized GEMVs.
+// dequantized to f32 (separate matrices), prefill and decode must agree to the int8 rounding of x
+// (per block of 32) in the quantized GEMM (prefill, AVX-512 VNNI; elsewhere it dequantizes the
+// weights and only f32 rounding is left) and GEMVs (decode).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,7 +45,7 @@ TEST(DecoderQuant, FusedQ5Q8MatchesDequantizedF32) {
   DecoderState sq = quant.new_state(64), sf = f32.new_state(64);
   DecoderStep q = quant.forward(prompt, sq, /*all_logits=*/true);
   DecoderStep f = f32.forward(prompt, sf, /*all_logits=*/true);
-  expect_close(q.logits, f.logits, 1e-4f, "prefill");
+  expect_close(q.logits, f.logits, 3e-2f, "prefill");  // observed: ~3e-3 of max|logit|
   for (int j = 0; j < 8; ++j) {
     const int32_t id = 3 + (j * 53) % 120;
     q = quant.forward({id}, sq);
