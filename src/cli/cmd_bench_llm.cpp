@@ -106,7 +106,7 @@ void run_bench_llm(const BenchLlmOptions& o) {
   Decoder decoder(spec, weights);
   const auto kv_flag = resolve_kv_type(o.kv_type);
   decoder.set_kv_dtype(kv_flag ? host::kv_dtype_from_name(*kv_flag)
-                               : default_kv_dtype(dynamic_cast<const GgufFile*>(weights.get()) != nullptr));
+                               : default_kv_dtype());
   const int64_t kv_elem = dtype_bytes(decoder.kv_dtype(), 1);
   const int64_t ctx = o.prompt_tokens + o.gen_tokens;
   if (spec.max_positions > 0 && ctx > spec.max_positions)

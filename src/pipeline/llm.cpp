@@ -162,7 +162,7 @@ std::string resolve_model_path(const std::string& path_or_name, const std::strin
   throw std::runtime_error(msg);
 }
 
-DType default_kv_dtype(bool from_gguf) { return from_gguf ? DType::F16 : DType::F32; }
+DType default_kv_dtype() { return DType::F32; }
 
 std::unique_ptr<LanguageModel> LanguageModel::load(const std::string& path_in, const LoadOptions& opts) {
   if (!fs::exists(path_in)) throw std::runtime_error(path_in + ": no such file or directory");
@@ -308,7 +308,7 @@ std::unique_ptr<LanguageModel> LanguageModel::load(const std::string& path_in, c
     throw std::invalid_argument("context length " + std::to_string(opts.context_length) +
                                 " exceeds the model's maximum of " + std::to_string(spec.max_positions));
   m->decoder_ = std::make_unique<Decoder>(std::move(spec), std::move(weights));
-  m->decoder_->set_kv_dtype(opts.kv_dtype.value_or(default_kv_dtype(!hf_configs)));
+  m->decoder_->set_kv_dtype(opts.kv_dtype.value_or(default_kv_dtype()));
   int64_t ctx = opts.context_length ? opts.context_length : m->decoder_->spec().max_positions;
   if (opts.memory_budget_bytes > 0) {
     const uint64_t per_token = std::max<uint64_t>(1, m->decoder_->kv_cache_bytes(1));

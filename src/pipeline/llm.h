@@ -33,10 +33,10 @@ struct LoadOptions {
   std::optional<DType> kv_dtype;
 };
 
-// The KV cache type when none is chosen: f16 for a GGUF model (or one baked from a GGUF), as
-// llama.cpp does, halving the cache and the bytes decode attention reads; f32 for Hugging Face
-// checkpoints, whose logits are tested against transformers (which keeps an f32 cache).
-DType default_kv_dtype(bool from_gguf);
+// The KV cache type when none is chosen: f32. An f16 / bf16 cache halves the memory, but decode
+// measured slower with it on this project's machine (the tile widening costs more than the bytes
+// it saves: docs/benchmarks-llm.md), so it is an option (--kv-type, config kv_type), not the default.
+DType default_kv_dtype();
 
 class LanguageModel {
  public:

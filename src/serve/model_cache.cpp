@@ -100,7 +100,7 @@ KvShape peek_kv_shape(const std::string& dir, std::optional<DType> kv_dtype) {
       if (ggufs.size() != 1) return {};
       spec = decoder_spec_from_gguf(GgufFile(ggufs[0].string()));  // maps the file, reads its header
     }
-    const DType kv = kv_dtype.value_or(default_kv_dtype(from_gguf));
+    const DType kv = kv_dtype.value_or(default_kv_dtype());
     return {static_cast<uint64_t>(spec.layers) * 2u * static_cast<uint64_t>(dtype_bytes(kv, spec.kv_heads * spec.head_dim)),
             spec.max_positions};
   } catch (const std::exception&) {

@@ -129,8 +129,8 @@ class ModelCache {
   std::shared_ptr<CachedLanguageModel> get_llm(const std::string& name);
   // KV cache budget of each LLM loaded from now on (LoadOptions::memory_budget_bytes).
   void set_llm_load_options(const LoadOptions& opts);
-  // KV cache element type of each LLM loaded from now on (LoadOptions::kv_dtype; unset = the
-  // model format's default, default_kv_dtype).
+  // KV cache element type of each LLM loaded from now on (LoadOptions::kv_dtype; unset =
+  // default_kv_dtype, f32).
   void set_llm_kv_dtype(std::optional<DType> kv_dtype);
   // The same for a speech-to-text model (is_speech_family: whisper, parakeet, gigaam); catalog
   // aliases of a pulled model are accepted. std::invalid_argument when the model is of another
