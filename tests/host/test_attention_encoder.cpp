@@ -11,15 +11,12 @@
 #include "core/parallel.h"
 #include "host/attention.h"
 
+#include "random_tensor.h"
+
 namespace xdna {
 namespace {
 
-Tensor random_tensor(Shape shape, std::mt19937& rng) {
-  Tensor t = Tensor::empty(shape);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
+using test::random_tensor;
 
 // softmax(scale q·k (capped, masked)) · v per row and head, in double.
 std::vector<float> reference(const Tensor& q, const Tensor& k, const Tensor& v, float softcap,

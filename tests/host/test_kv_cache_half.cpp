@@ -17,15 +17,12 @@
 #include "host/attention.h"
 #include "host/kv_cache.h"
 
+#include "random_tensor.h"
+
 namespace xdna {
 namespace {
 
-Tensor random_tensor(Shape shape, std::mt19937& rng) {
-  Tensor t = Tensor::empty(shape);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
+using test::random_tensor;
 
 // x stored as `dt` (the cache's rounding) and the same values widened back to f32.
 Tensor as_half(const Tensor& x, DType dt) {
