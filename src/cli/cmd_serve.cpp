@@ -64,8 +64,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-body", o->max_body, "Largest JSON request body, e.g. 16MiB (default 16MiB)");
   cmd->add_option("--max-audio", o->max_audio, "Largest audio upload, e.g. 25MiB (default 25MiB)");
   cmd->add_option("--kv-type", o->kv_type,
-                  "LLM KV cache element type: f32, f16 or bf16 (default: config kv_type, else f16 for GGUF "
-                  "models, f32 for Hugging Face checkpoints)")
+                  "LLM KV cache element type: f32, f16 or bf16 (default: config kv_type, else f32; f16/bf16 "
+                  "halve the cache's memory)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--preload", o->preload, "Load these store models before listening (repeatable)");
   cmd->add_flag("--quiet", o->quiet, "No request log lines on stderr");

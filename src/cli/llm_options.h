@@ -58,8 +58,8 @@ inline void add_llm_options(CLI::App* cmd, LlmCliOptions& o) {
   cmd->add_option("--kv-budget", o.kv_budget_mib, "KV cache memory budget in MiB (0 = no cap)")
       ->capture_default_str();
   cmd->add_option("--kv-type", o.kv_type,
-                  "KV cache element type: f32, f16 or bf16 (default: config kv_type, else f16 for GGUF "
-                  "models as llama.cpp, f32 for Hugging Face checkpoints)")
+                  "KV cache element type: f32, f16 or bf16 (default: config kv_type, else f32; f16/bf16 "
+                  "halve the cache's memory)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--max-tokens,-n", o.max_tokens, "Tokens to generate at most (0 = until the context is full)")
       ->check(CLI::NonNegativeNumber)

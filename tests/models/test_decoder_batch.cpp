@@ -75,7 +75,7 @@ class DecoderBatch : public ::testing::TestWithParam<Case> {};
 // grows, shrinks and mixes positions; every row must equal that sequence's alone logits exactly.
 TEST_P(DecoderBatch, RowsAreBitIdenticalToOneAtATime) {
   const auto d = load_decoder(GetParam().model, GetParam().file);
-  // With the f32 cache and with the half-precision one (llama.cpp's default for GGUF models).
+  // With the f32 cache (the default) and with a half-precision one (--kv-type f16).
   for (DType kv : {DType::F32, DType::F16}) {
     SCOPED_TRACE(std::string("kv cache ") + std::string(dtype_name(kv)));
     d->set_kv_dtype(kv);
