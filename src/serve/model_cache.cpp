@@ -87,8 +87,7 @@ KvShape peek_kv_shape(const std::string& dir, std::optional<DType> kv_dtype) {
   try {
     DecoderSpec spec;
     const fs::path config = fs::path(dir) / "config.json";
-    const bool from_gguf = !fs::exists(config);
-    if (!from_gguf) {
+    if (fs::exists(config)) {
       std::ifstream in(config);
       const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
       if (!j.is_object()) return {};
