@@ -16,6 +16,7 @@
 #include "core/cpu.h"
 #include "core/parallel.h"
 #include "host/conv_kernels.h"
+#include "host/conv_winograd.h"
 #include "host/gemm.h"
 #include "host/ops.h"
 
@@ -197,6 +198,100 @@ static void conv2d_channel_split(const Tensor& x, const ConvParams& p, int64_t K
   }
 }
 
+// 1x1, stride 1, no padding, on the AVX-512 microkernel: the patch matrix is x itself ([Cin_g, P],
+// row stride P), so the microkernel reads that operand in place (conv_pointwise_avx512.cpp)
+// instead of from a packed copy of every input value (~9% of ResNet-50's time).
+static bool use_pointwise_in_place(const ConvParams& p, int64_t Kh, int64_t Kw, const IsaKernels& kern) {
+  return active_isa() == Isa::Avx512 && kern.mr == kPointwiseMR && kern.nr == kPointwiseNR && Kh == 1 &&
+         Kw == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 && p.padding[1] == 0;
+}
+
+// The most weight floats (channels x K slice) conv2d_pointwise keeps in L2 for all channels at once
+// (384 KiB: ResNet-50's 56x56 and 28x28 1x1 convolutions, up to 512 x 192).
+constexpr int64_t kPointwiseWeightSlice = 96 * 1024;
+
+// A 1x1 convolution at stride s without padding reads only x[:, s i, s j]: gathered once into a
+// buffer kept per thread, that subsampled input is a stride-1 1x1 convolution's (ResNet's
+// downsample shortcuts), which then takes the in-place kernels. The gather copies what the
+// patch packing copied, once, in whole rows.
+static Tensor subsample(const Tensor& x, int64_t sh, int64_t sw, int64_t Ho, int64_t Wo) {
+  const int64_t C = x.dim(0), H = x.dim(1), W = x.dim(2);
+  thread_local std::shared_ptr<HeapBuffer> buffer;
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(C * Ho * Wo, 1)) * sizeof(float);
+  if (!buffer || buffer->size() < bytes) {
+    buffer.reset();
+    buffer = std::make_shared<HeapBuffer>(bytes);
+  }
+  Tensor xs = Tensor::view(buffer, 0, {C, Ho, Wo}, DType::F32);
+  const float* px = x.data<float>();
+  float* out = xs.data<float>();
+  parallel_for(C * Ho, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* __restrict in = px + (r / Ho * H + r % Ho * sh) * W;
+      float* __restrict o = out + r * Wo;
+      if (sw == 2)  // a constant stride: vectorized as loads + permutes
+        for (int64_t j = 0; j < Wo; ++j) o[j] = in[2 * j];
+      else
+        for (int64_t j = 0; j < Wo; ++j) o[j] = in[j * sw];
+    }
+  });
+  return xs;
+}
+
+// conv2d_im2col for 1x1 stride 1 on AVX-512 (use_pointwise_in_place): the same thread split,
+// position slices and K slices, with B read from x's rows. A micro-panel of x (KC rows of 32
+// positions, one stream per row) is used by all output channels before the next one (the
+// channel block loop inside the position loop) when their KC-deep weight slice fits L2 beside
+// it: re-reading it from memory once per 224-channel block cost more than its packing did.
+static void conv2d_pointwise(const Tensor& x, const EpilogueRows& ep, const PackedConvWeights& packed,
+                             Tensor& y) {
+  const int64_t P = x.dim(1) * x.dim(2), G = packed.groups, kdim = packed.kdim, cout_g = packed.cout_g;
+  constexpr int64_t NR = kPointwiseNR, MR = kPointwiseMR;
+  const int64_t MC = cout_g * std::min(kdim, kConvKC) <= kPointwiseWeightSlice ? cout_g : MR * 16;
+  const int64_t budget = std::max<int64_t>(1, kPatchBudget / std::max<int64_t>(kdim * NR, 1));
+  const int64_t panels = (P + NR - 1) / NR;
+  float* py = y.data<float>();
+  for (int64_t g = 0; g < G; ++g) {
+    const float* xg = x.data<float>() + g * kdim * P;
+    parallel_for(panels, 1, [&](int64_t q0, int64_t q1) {
+      for (int64_t q = q0; q < q1; q += budget) {
+        const int64_t p0 = q * NR, n = std::min(std::min(q + budget, q1) * NR, P) - p0;
+        for (int64_t pc = 0; pc < kdim; pc += kConvKC) {
+          const int64_t kc = std::min(kConvKC, kdim - pc);
+          const bool last = pc + kc >= kdim;
+          for (int64_t ic = 0; ic < cout_g; ic += MC) {
+            const int64_t ic1 = std::min(ic + MC, cout_g);
+            for (int64_t jr = 0; jr < n; jr += NR) {
+              const int64_t nr = std::min(NR, n - jr);
+              const float* bp = xg + pc * P + p0 + jr;  // B[k][c] = bp[k P + c]
+              // The next micro-panel's rows (kc streams, one per input plane) are fetched a share
+              // per tile while this one is in use: its first tile otherwise waited on each row.
+              const int64_t tiles = (ic1 - ic + MR - 1) / MR, share = (kc + tiles - 1) / tiles;
+              const float* next = jr + NR < n ? bp + NR : nullptr;
+              for (int64_t ir = ic, t = 0; ir < ic1; ir += MR, ++t) {
+                const int64_t mr = std::min(MR, ic1 - ir), o = g * cout_g + ir;
+                float* tile = py + o * P + p0 + jr;
+                if (next)
+                  for (int64_t k = t * share; k < std::min(kc, (t + 1) * share); ++k) {
+                    __builtin_prefetch(next + k * P);
+                    __builtin_prefetch(next + k * P + 16);
+                  }
+                if (last && ep.residual)  // the residual is cold (written layers ago): fetch it during the tile
+                  for (int64_t r = 0; r < mr; ++r) {
+                    __builtin_prefetch(ep.residual + (o + r) * P + p0 + jr);
+                    __builtin_prefetch(ep.residual + (o + r) * P + p0 + jr + nr - 1);
+                  }
+                sgemm_b_in_place_avx512(kc, packed.panel(g, ir / MR) + pc * MR, bp, P, tile, P, mr, nr, pc > 0,
+                                        last ? &ep : nullptr, o, p0 + jr);
+              }
+            }
+          }
+        }
+      }
+    });
+  }
+}
+
 // Few output positions and whole NR-channel panels (ResNet-50's 14x14 and 7x7 stages: 196 and
 // 49 positions, 256 to 2048 channels): the GEMM transposed, yᵀ[P, Cout_g] = patches · wᵀ. The
 // positions are the microkernel's rows (MR at a time; a partial tile runs exactly its rows), the
@@ -221,8 +316,10 @@ static void conv2d_transposed(const Tensor& x, const ConvParams& p, int64_t Kh, 
   const int64_t NR = kern.nr, MR = kern.mr;  // packed.mr == NR: the weights are the NR-wide operand
   const ConvKernels& ck = active_conv_kernels();
   const int64_t panels_p = (P + MR - 1) / MR;
+  // 1x1 stride 1: the microkernel reads its rows (positions) straight from x, nothing is packed.
+  const bool in_place = use_pointwise_in_place(p, Kh, Kw, kern);
   thread_local std::unique_ptr<HeapBuffer> shared;  // the calling thread's, lent to the team
-  const size_t bytes = static_cast<size_t>(panels_p * MR * kdim) * sizeof(float);
+  const size_t bytes = in_place ? 0 : static_cast<size_t>(panels_p * MR * kdim) * sizeof(float);
   if (!shared || shared->size() < bytes) {
     shared.reset();
     shared = std::make_unique<HeapBuffer>(bytes);
@@ -234,9 +331,10 @@ static void conv2d_transposed(const Tensor& x, const ConvParams& p, int64_t Kh, 
     const PatchGeom geom{x.data<float>() + g * cin_g * H * W, cin_g, H, W, Kh, Kw, Wo,
                          {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
                          {p.dilation[0], p.dilation[1]}};
-    parallel_for(panels_p, 1, [&](int64_t q0, int64_t q1) {
-      ck.pack_patches(geom, q0 * MR, std::min(q1 * MR, P) - q0 * MR, MR, pp + q0 * kdim * MR);
-    });
+    if (!in_place)
+      parallel_for(panels_p, 1, [&](int64_t q0, int64_t q1) {
+        ck.pack_patches(geom, q0 * MR, std::min(q1 * MR, P) - q0 * MR, MR, pp + q0 * kdim * MR);
+      });
     std::atomic<int64_t> next{0};
     parallel_for(std::min<int64_t>(num_threads(), blocks), 1, [&](int64_t, int64_t) {
       thread_local std::vector<float> tile;  // [P, NR]: one channel panel's yᵀ
@@ -246,9 +344,14 @@ static void conv2d_transposed(const Tensor& x, const ConvParams& p, int64_t Kh, 
         const float* wb = packed.panel(g, b);
         for (int64_t pc = 0; pc < kdim; pc += kConvKC) {
           const int64_t kc = std::min(kConvKC, kdim - pc);
-          for (int64_t ir = 0; ir < P; ir += MR)
-            kern.sgemm(kc, pp + ir * kdim + pc * MR, wb + pc * NR, t + ir * NR, NR, std::min(MR, P - ir),
-                       NR, pc > 0);
+          for (int64_t ir = 0; ir < P; ir += MR) {
+            if (in_place)
+              sgemm_a_in_place_avx512(kc, geom.x + pc * P + ir, P, wb + pc * NR, t + ir * NR, NR,
+                                      std::min(MR, P - ir), NR, pc > 0);
+            else
+              kern.sgemm(kc, pp + ir * kdim + pc * MR, wb + pc * NR, t + ir * NR, NR, std::min(MR, P - ir),
+                         NR, pc > 0);
+          }
         }
         const int64_t o0 = g * cout_g + b * NR;
         ck.transpose_tile(t, P, NR, py + o0 * P, P);
@@ -273,11 +376,16 @@ static void conv2d_im2col(const Tensor& x, const Tensor& w, const ConvParams& p,
   const IsaKernels& kern = active_kernels();
   const int64_t NR = kern.nr, MR = kern.mr, MC = MR * 16;
   const ConvKernels& ck = active_conv_kernels();
+  ConvParams unit = p;  // the same convolution at stride 1
+  unit.stride[0] = unit.stride[1] = 1;
+  if ((p.stride[0] > 1 || p.stride[1] > 1) && use_pointwise_in_place(unit, Kh, Kw, kern))
+    return conv2d_im2col(subsample(x, p.stride[0], p.stride[1], Ho, Wo), w, unit, Ho, Wo, ep, constant_weights, y);
   if (use_transposed(P, kdim, cout_g, NR, MR))
     return conv2d_transposed(x, p, Kh, Kw, Ho, Wo, ep, *conv_weights(w, G, NR, constant_weights), y);
   const auto packed = conv_weights(w, G, MR, constant_weights);
   if (use_channel_split((P + NR - 1) / NR, kdim, NR, cout_g, MR))
     return conv2d_channel_split(x, p, Kh, Kw, Ho, Wo, ep, *packed, y);
+  if (use_pointwise_in_place(p, Kh, Kw, kern)) return conv2d_pointwise(x, ep, *packed, y);
   // Each thread takes an equal run of NR-position panels (a chunk count that does not divide
   // evenly among the threads left one idle for up to a third of a ResNet layer) and walks it in
   // slices of at most `budget` panels, whose patches fit its L2.
@@ -438,8 +546,9 @@ void conv2d_into(const Tensor& x_in, const Tensor& w, const Tensor* bias, const 
     bad("conv2d", "pixel_shuffle " + std::to_string(r_sh) + " does not divide the " + std::to_string(Cout) +
                       " output channels into r^2 groups");
   const Shape out_shape{Cout / (r_sh * r_sh), Ho * r_sh, Wo * r_sh};
+  const int wino = winograd_tile(p, Cin, Cout, Kh, Kw, Ho, Wo);  // conv_winograd.cpp's selection rule
   const bool direct = use_direct(p, Kw, Wo) && G == 1;
-  const bool fused = r_sh == 1 || (r_sh == 2 && direct);  // else: conv, then a separate shuffle
+  const bool fused = r_sh == 1 || wino || (r_sh == 2 && direct);  // else: conv, then a separate shuffle
   const bool reuse = fused && y.defined() && y.dtype() == DType::F32 && y.is_contiguous() &&
                      y.numel() == Cout * Ho * Wo && y.buffer() != x.buffer() &&
                      (!r.defined() || y.buffer() != r.buffer());
@@ -450,6 +559,8 @@ void conv2d_into(const Tensor& x_in, const Tensor& w, const Tensor* bias, const 
                         e.res_scale, e.lo, e.hi, Ho * Wo};
   if (G > 1 && G == Cin)
     conv2d_depthwise(x, w, p, Ho, Wo, ep, y);
+  else if (wino)
+    conv2d_winograd(x, w, p, Ho, Wo, ep, e.constant_weights, r_sh, wino, y);
   else if (direct)
     conv2d_direct(x, w, p, Ho, Wo, ep, e.constant_weights, r_sh, y);
   else

@@ -29,6 +29,20 @@ struct ConvKernels {
   // y[c ldy + i] = t[i nr + c] for c < nr, i < P: a transposed tile's [P, nr] result into rows of y.
   void (*transpose_tile)(const float* t, int64_t P, int64_t nr, float* y, int64_t ldy);
 };
+// The AVX-512 f32 microkernel (14 x 32, gemm_avx512.cpp) with one operand read in place from
+// channels-first activations (conv_pointwise_avx512.cpp): a 1x1 stride-1 convolution's patch
+// matrix is the input, so it needs no packed copy. Same FMA chain per element: same bits.
+constexpr int kPointwiseMR = 14, kPointwiseNR = 32;
+// C[mr, nr] (+)= A · B over kc: A packed [kc][14] (the weights), B[k][c] = b[k ldb + c] (c < nr).
+// ep (the last K slice): C is rows o .. o + mr, positions p .. p + nr of ep's output, and gets
+// the epilogue in registers, bit-identical to ConvKernels::epilogue after the store.
+void sgemm_b_in_place_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                             int64_t mr, int64_t nr, bool accumulate, const EpilogueRows* ep = nullptr,
+                             int64_t o = 0, int64_t p = 0);
+// C[mr, nr] (+)= A · B over kc: A[k][i] = a[k lda + i] (i < mr), B packed [kc][32] (the weights).
+void sgemm_a_in_place_avx512(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
+                             int64_t mr, int64_t nr, bool accumulate);
+
 const ConvKernels& conv_kernels_generic();
 const ConvKernels& conv_kernels_avx2();
 const ConvKernels& conv_kernels_avx512();

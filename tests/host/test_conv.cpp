@@ -12,19 +12,12 @@
 #include "core/cpu.h"
 #include "core/parallel.h"
 #include "host/conv.h"
+#include "random_tensor.h"
 
 using namespace xdna;
 using namespace xdna::host;
 
 namespace {
-
-Tensor random_tensor(const Shape& shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  Tensor t = Tensor::empty(shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
 
 // The definition, in double.
 Tensor direct_conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) {
@@ -60,9 +53,9 @@ void expect_matches(const Case& c, uint32_t seed) {
   SCOPED_TRACE(::testing::Message() << "cin " << c.cin << " cout " << c.cout << " " << c.h << "x" << c.w << " k "
                                     << c.kh << "x" << c.kw << " s " << c.stride << " p " << c.pad << " d " << c.dil
                                     << " g " << c.groups);
-  const Tensor x = random_tensor({c.cin, c.h, c.w}, seed);
-  const Tensor w = random_tensor({c.cout, c.cin / c.groups, c.kh, c.kw}, seed + 1);
-  const Tensor b = random_tensor({c.cout}, seed + 2);
+  const Tensor x = test::uniform_tensor({c.cin, c.h, c.w}, seed);
+  const Tensor w = test::uniform_tensor({c.cout, c.cin / c.groups, c.kh, c.kw}, seed + 1);
+  const Tensor b = test::uniform_tensor({c.cout}, seed + 2);
   ConvParams p;
   p.stride[0] = p.stride[1] = c.stride;
   p.padding[0] = p.padding[1] = c.pad;
@@ -117,8 +110,8 @@ TEST(Conv, MatchesDirectLoopOnAvx2) {
 }
 
 TEST(Conv, IntoReusesAMatchingBufferOnly) {
-  const Tensor x = random_tensor({4, 9, 11}, 7);
-  const Tensor w = random_tensor({6, 4, 3, 3}, 8);
+  const Tensor x = test::uniform_tensor({4, 9, 11}, 7);
+  const Tensor w = test::uniform_tensor({6, 4, 3, 3}, 8);
   ConvParams p;
   p.padding[0] = p.padding[1] = 1;
   const Tensor want = conv2d(x, w, nullptr, p);
@@ -133,7 +126,7 @@ TEST(Conv, IntoReusesAMatchingBufferOnly) {
   conv2d_into(x, w, nullptr, p, small);
   EXPECT_EQ(small.to_vector(), want.to_vector());
   Tensor same = x;  // x's own buffer is never the output
-  conv2d_into(x, random_tensor({4, 4, 1, 1}, 9), nullptr, ConvParams{}, same);
+  conv2d_into(x, test::uniform_tensor({4, 4, 1, 1}, 9), nullptr, ConvParams{}, same);
   EXPECT_NE(same.data<float>(), x.data<float>());
 }
 
@@ -142,16 +135,16 @@ namespace {
 // conv2d_into with an epilogue against conv2d followed by the same arithmetic done separately.
 void expect_epilogue_matches(const Case& c, uint32_t seed, bool constant) {
   SCOPED_TRACE(::testing::Message() << "cin " << c.cin << " cout " << c.cout << " k " << c.kh << " g " << c.groups);
-  const Tensor x = random_tensor({c.cin, c.h, c.w}, seed);
-  const Tensor w = random_tensor({c.cout, c.cin / c.groups, c.kh, c.kw}, seed + 1);
-  const Tensor b = random_tensor({c.cout}, seed + 2);
+  const Tensor x = test::uniform_tensor({c.cin, c.h, c.w}, seed);
+  const Tensor w = test::uniform_tensor({c.cout, c.cin / c.groups, c.kh, c.kw}, seed + 1);
+  const Tensor b = test::uniform_tensor({c.cout}, seed + 2);
   ConvParams p;
   p.stride[0] = p.stride[1] = c.stride;
   p.padding[0] = p.padding[1] = c.pad;
   p.dilation[0] = p.dilation[1] = c.dil;
   p.groups = c.groups;
   const Tensor plain = conv2d(x, w, &b, p);
-  const Tensor res = random_tensor(plain.shape(), seed + 3);
+  const Tensor res = test::uniform_tensor(plain.shape(), seed + 3);
   ConvEpilogue e;
   e.lo = 0.0f;
   e.hi = 0.75f;
@@ -204,8 +197,8 @@ TEST(Conv, EpilogueFusesBiasResidualAndClampOnAvx2) {
 }
 
 TEST(Conv, ConstantWeightsArePackedOnceAndKeyedByIsa) {
-  const Tensor x = random_tensor({5, 10, 12}, 71);
-  const Tensor w = random_tensor({9, 5, 3, 3}, 72);
+  const Tensor x = test::uniform_tensor({5, 10, 12}, 71);
+  const Tensor w = test::uniform_tensor({9, 5, 3, 3}, 72);
   ConvParams p;
   p.padding[0] = p.padding[1] = 1;
   const Tensor want = conv2d(x, w, nullptr, p);
@@ -229,9 +222,9 @@ TEST(Conv, ConstantWeightsArePackedOnceAndKeyedByIsa) {
 }
 
 TEST(Conv, EpilogueRejectsBadResidualAndClamp) {
-  const Tensor x = random_tensor({4, 6, 6}, 81);
-  const Tensor w = random_tensor({3, 4, 1, 1}, 82);
-  const Tensor wrong = random_tensor({3, 6, 5}, 83);
+  const Tensor x = test::uniform_tensor({4, 6, 6}, 81);
+  const Tensor w = test::uniform_tensor({3, 4, 1, 1}, 82);
+  const Tensor wrong = test::uniform_tensor({3, 6, 5}, 83);
   ConvEpilogue e;
   e.residual = &wrong;
   Tensor y;
@@ -241,7 +234,7 @@ TEST(Conv, EpilogueRejectsBadResidualAndClamp) {
   inverted.hi = 0.0f;
   EXPECT_THROW(conv2d_into(x, w, nullptr, ConvParams{}, y, inverted), std::invalid_argument);
   // The output never shares the residual's buffer (the GEMM accumulates into y).
-  const Tensor res = random_tensor({3, 6, 6}, 84);
+  const Tensor res = test::uniform_tensor({3, 6, 6}, 84);
   const Tensor want = conv2d(x, w, nullptr, ConvParams{});
   ConvEpilogue add;
   add.residual = &res;
@@ -287,10 +280,10 @@ TEST(Conv, FusedPixelShuffleEqualsSeparateShuffle) {
     uint32_t seed = 4100;
     for (const Shape4& s : cases) {
       SCOPED_TRACE(::testing::Message() << "cout " << s.cout << " w " << s.w << " r " << s.r);
-      const Tensor x = random_tensor({s.cin, s.h, s.w}, seed += 10);
-      const Tensor w = random_tensor({s.cout, s.cin, 3, 3}, seed + 1);
-      const Tensor b = random_tensor({s.cout}, seed + 2);
-      const Tensor res = random_tensor({s.cout, s.h, s.w}, seed + 3);
+      const Tensor x = test::uniform_tensor({s.cin, s.h, s.w}, seed += 10);
+      const Tensor w = test::uniform_tensor({s.cout, s.cin, 3, 3}, seed + 1);
+      const Tensor b = test::uniform_tensor({s.cout}, seed + 2);
+      const Tensor res = test::uniform_tensor({s.cout, s.h, s.w}, seed + 3);
       ConvParams p;
       p.padding[0] = p.padding[1] = 1;
       ConvEpilogue e;
@@ -307,7 +300,7 @@ TEST(Conv, FusedPixelShuffleEqualsSeparateShuffle) {
     }
   }
   force_isa(before);
-  const Tensor x = random_tensor({2, 4, 64}, 1), w = random_tensor({6, 2, 3, 3}, 2);
+  const Tensor x = test::uniform_tensor({2, 4, 64}, 1), w = test::uniform_tensor({6, 2, 3, 3}, 2);
   ConvEpilogue bad;
   bad.pixel_shuffle = 2;  // 6 channels are not groups of 4
   Tensor y;
@@ -336,9 +329,9 @@ TEST(Conv, FewPositionsSplitByOutputChannels) {
     force_isa(isa);
     for (const Case& c : cases) {
       SCOPED_TRACE(::testing::Message() << "isa " << isa_name(isa) << " cin " << c.cin << " cout " << c.cout);
-      const Tensor x = random_tensor({c.cin, c.h, c.w}, seed += 10);
-      const Tensor w = random_tensor({c.cout, c.cin / c.groups, c.kh, c.kw}, seed + 1);
-      const Tensor b = random_tensor({c.cout}, seed + 2);
+      const Tensor x = test::uniform_tensor({c.cin, c.h, c.w}, seed += 10);
+      const Tensor w = test::uniform_tensor({c.cout, c.cin / c.groups, c.kh, c.kw}, seed + 1);
+      const Tensor b = test::uniform_tensor({c.cout}, seed + 2);
       ConvParams p;
       p.stride[0] = p.stride[1] = c.stride;
       p.padding[0] = p.padding[1] = c.pad;
@@ -380,9 +373,9 @@ TEST(Conv, TransposedTileIsBitIdenticalToThePanelPath) {
     for (const Case& c : cases) {
       SCOPED_TRACE(::testing::Message() << "isa " << isa_name(isa) << " cin " << c.cin << " " << c.h << "x" << c.w);
       const int64_t cout1 = c.cout + c.groups, cin_g = c.cin / c.groups;  // one more channel per group
-      const Tensor x = random_tensor({c.cin, c.h, c.w}, seed += 10);
-      const Tensor w1 = random_tensor({cout1, cin_g, c.kh, c.kw}, seed + 1);
-      const Tensor b1 = random_tensor({cout1}, seed + 2);
+      const Tensor x = test::uniform_tensor({c.cin, c.h, c.w}, seed += 10);
+      const Tensor w1 = test::uniform_tensor({cout1, cin_g, c.kh, c.kw}, seed + 1);
+      const Tensor b1 = test::uniform_tensor({cout1}, seed + 2);
       // w / b: w1 / b1 without each group's last channel.
       Tensor w = Tensor::empty({c.cout, cin_g, c.kh, c.kw}), b = Tensor::empty({c.cout});
       const int64_t per = cin_g * c.kh * c.kw, cg = c.cout / c.groups;
@@ -396,7 +389,7 @@ TEST(Conv, TransposedTileIsBitIdenticalToThePanelPath) {
       p.padding[0] = p.padding[1] = c.pad;
       p.groups = c.groups;
       const int64_t Ho = (c.h + 2 * c.pad - c.kh) / c.stride + 1, Wo = (c.w + 2 * c.pad - c.kw) / c.stride + 1;
-      const Tensor res = random_tensor({c.cout, Ho, Wo}, seed + 3), res1 = random_tensor({cout1, Ho, Wo}, seed + 3);
+      const Tensor res = test::uniform_tensor({c.cout, Ho, Wo}, seed + 3), res1 = test::uniform_tensor({cout1, Ho, Wo}, seed + 3);
       Tensor r1 = res1;  // the residual of the C + 1 run: res in the shared channels
       for (int64_t o = 0; o < c.cout; ++o)
         std::copy_n(res.data<float>() + o * Ho * Wo, Ho * Wo,
@@ -434,7 +427,7 @@ TEST(Conv, MaxPoolStrideTwoMatchesTheWindowMaximum) {
   for (const auto& s : shapes) {
     SCOPED_TRACE(::testing::Message() << "kernel " << s[0] << "x" << s[1] << " pad " << s[2] << " " << s[3] << "x"
                                       << s[4]);
-    const Tensor x = random_tensor({4, s[3], s[4]}, seed += 10);
+    const Tensor x = test::uniform_tensor({4, s[3], s[4]}, seed += 10);
     const int64_t k[2] = {s[0], s[1]}, st[2] = {2, 2}, pad[2] = {s[2], std::min(s[2], s[1] / 2)};
     const Tensor y = pool2d(x, PoolKind::Max, k, st, pad);
     const int64_t Ho = (s[3] + 2 * pad[0] - k[0]) / 2 + 1, Wo = (s[4] + 2 * pad[1] - k[1]) / 2 + 1;

@@ -3,7 +3,9 @@
 // own expected outputs for its fixture image.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "pipeline/upscale.h"
@@ -91,6 +93,11 @@ TEST(Upscale, EsrganSlimTiledEqualsUntiled) {
   whole.tile = 4096;
   tiled.tile = 24;
   const Image a = upscale_image(up, img, whole), b = upscale_image(up, img, tiled);
-  EXPECT_EQ(a.rgb, b.rgb);
+  // Winograd convolutions (host/conv_winograd.h) round per tile of their own grid, which starts
+  // at each image tile's corner: tiles may differ from the whole image by 1 of 255.
+  ASSERT_EQ(a.rgb.size(), b.rgb.size());
+  int worst = 0;
+  for (size_t i = 0; i < a.rgb.size(); ++i) worst = std::max(worst, std::abs(int(a.rgb[i]) - int(b.rgb[i])));
+  EXPECT_LE(worst, 1);
   ASSERT_EQ(raw.dim(1), 100);
 }
