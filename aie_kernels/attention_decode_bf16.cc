@@ -21,7 +21,9 @@
 namespace {
 
 xk_impl::AttentionDecodeState g_own;  // the core's own (L1)
-#define g_state xk::core_state(g_own)  // (xdna_aie_api.h: npu-sim runs many cores)
+// The core's state: g_own on the core; under npu-sim, the copy it keeps for the core it runs
+// (xdna_aie_api.h, core_state).
+xk_impl::AttentionDecodeState& own_state() { return xk::core_state(g_own); }
 
 enum Stage : int32_t { kNone, kQ, kAttention };
 
@@ -34,22 +36,22 @@ xk_fused::AttnShape shape(int32_t context, int32_t cores, int32_t head_dim, int3
 int32_t slice_bytes(const xk_fused::AttnShape& s) { return s.partial_bytes() < 256 ? s.partial_bytes() : 256; }
 
 void enter(int32_t stage) {
-  if (g_state.stage == stage) return;
-  g_state.stage = stage;
-  g_state.pos = 0;
-  if (stage == kQ) g_state.q_have = 0, g_state.attn.round = 0;  // a new invocation
+  if (own_state().stage == stage) return;
+  own_state().stage = stage;
+  own_state().pos = 0;
+  if (stage == kQ) own_state().q_have = 0, own_state().attn.round = 0;  // a new invocation
 }
 
 }  // namespace
 
 namespace xk_impl {
-AttentionDecodeState& attention_decode_bf16_state() { return g_state; }
+AttentionDecodeState& attention_decode_bf16_state() { return own_state(); }
 }  // namespace xk_impl
 
 extern "C" void attention_decode_bf16_q(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores,
                                         int32_t head_dim, int32_t heads, int32_t kv_heads, int32_t scale_bits) {
   enter(kQ);
-  xk_fused::take_vector(g_state.q, g_state.q_have, heads * head_dim, obj);
+  xk_fused::take_vector(own_state().q, own_state().q_have, heads * head_dim, obj);
 }
 
 extern "C" void attention_decode_bf16_attention(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores,
@@ -58,15 +60,15 @@ extern "C" void attention_decode_bf16_attention(const xk::bf16* obj, int32_t con
   const xk::rounding_scope scope(xk::Rounding::NearestEven);
   enter(kAttention);
   const xk_fused::AttnShape s = shape(context, cores, head_dim, heads, kv_heads, scale_bits);
-  for (int32_t i = 0; i < xk_fused::kObjValues; i += xk_fused::kLanes, g_state.pos += xk_fused::kLanes)
-    xk_fused::attn_block(g_state.attn, s, core, obj + i, g_state.pos, g_state.q, -1, nullptr, nullptr, scope.mode);
+  for (int32_t i = 0; i < xk_fused::kObjValues; i += xk_fused::kLanes, own_state().pos += xk_fused::kLanes)
+    xk_fused::attn_block(own_state().attn, s, core, obj + i, own_state().pos, own_state().q, -1, nullptr, nullptr, scope.mode);
 }
 
 extern "C" void attention_decode_bf16_attention_give(uint8_t* slice, int32_t context, int32_t core, int32_t cores,
                                                      int32_t head_dim, int32_t heads, int32_t kv_heads,
                                                      int32_t scale_bits) {
   const xk_fused::AttnShape s = shape(context, cores, head_dim, heads, kv_heads, scale_bits);
-  xk_fused::attn_give(g_state.attn, s, slice, slice_bytes(s));
+  xk_fused::attn_give(own_state().attn, s, slice, slice_bytes(s));
 }
 
 extern "C" void attention_decode_bf16_attention_take(const uint8_t* act, int32_t context, int32_t core,
@@ -74,11 +76,11 @@ extern "C" void attention_decode_bf16_attention_take(const uint8_t* act, int32_t
                                                      int32_t kv_heads, int32_t scale_bits) {
   const xk::rounding_scope scope(xk::Rounding::NearestEven);
   const xk_fused::AttnShape s = shape(context, cores, head_dim, heads, kv_heads, scale_bits);
-  xk_fused::attn_take(g_state.attn, s, act, slice_bytes(s), g_state.out, scope.mode);
+  xk_fused::attn_take(own_state().attn, s, act, slice_bytes(s), own_state().out, scope.mode);
 }
 
 extern "C" void attention_decode_bf16_attention_result(xk::bf16* out, int32_t context, int32_t core, int32_t cores,
                                                        int32_t head_dim, int32_t heads, int32_t kv_heads,
                                                        int32_t scale_bits) {
-  std::memcpy(out, g_state.out, size_t(heads) * size_t(head_dim) * 2);
+  std::memcpy(out, own_state().out, size_t(heads) * size_t(head_dim) * 2);
 }

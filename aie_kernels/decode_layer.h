@@ -44,6 +44,13 @@ inline DecodeShape decode_shape(const DecodeArgs& s) {
   int32_t m = L.q.rows() > L.Ri ? L.q.rows() : L.Ri;
   if (L.Rh > m) m = L.Rh;
   L.slice_values = round_up(2 * m, 4) / 2;
+  // The resident cache is read in whole objects per K / V block (design_families_fused.cpp).
+  int32_t g = kObjValues, b = s.head_dim;
+  while (b != 0) {
+    const int32_t t = g % b;
+    g = b, b = t;
+  }
+  L.a.block_align = kObjValues / g;
   return L;
 }
 

@@ -31,22 +31,24 @@
 namespace {
 
 xk_impl::DecodeLayerState g_own;  // the core's own (L1)
-#define g_state xk::core_state(g_own)  // (xdna_aie_api.h: npu-sim runs many cores)
+// The core's state: g_own on the core; under npu-sim, the copy it keeps for the core it runs
+// (xdna_aie_api.h, core_state).
+xk_impl::DecodeLayerState& own_state() { return xk::core_state(g_own); }
 
 struct Bf16Matmul {
   using Elem = xk::bf16;
   using Layer = xk_fused::DecodeShape;
-  static xk_impl::DecodeLayerState& state() { return g_state; }
+  static xk_impl::DecodeLayerState& state() { return own_state(); }
   static Layer layer(const xk_fused::DecodeArgs& s) { return xk_fused::decode_shape(s); }
 
   static void qkv_block(const xk::bf16* blk, int64_t e, const Layer& L, xk::Rounding rnd) {
-    xk_fused::qkv_block(g_state.qkv, L.q, blk, e, rnd);
+    xk_fused::qkv_block(own_state().qkv, L.q, blk, e, rnd);
   }
 
   // One block at value e of the weights part after attention ([o rows][post-attention gamma]
   // [ffn gamma][gate][up][down][post-FFN gamma]).
   static bool rest_block(const xk::bf16* blk, int64_t e, const Layer& L, xk::Rounding rnd) {
-    xk_impl::DecodeLayerState& st = g_state;
+    xk_impl::DecodeLayerState& st = own_state();
     const int64_t post = L.post_norms ? L.hidden : 0;
     const int64_t o_end = int64_t(L.Rh) * L.q.q_dim(), pa_end = o_end + post, g_end = pa_end + L.hidden,
                   gu_end = g_end + 2 * int64_t(L.Ri) * L.hidden, d_end = gu_end + int64_t(L.Rh) * L.inter;
@@ -84,7 +86,7 @@ using Stages = xk_fused::DecodeLayer<Bf16Matmul>;
 }  // namespace
 
 namespace xk_impl {
-DecodeLayerState& decode_layer_bf16_state() { return g_state; }
+DecodeLayerState& decode_layer_bf16_state() { return own_state(); }
 }  // namespace xk_impl
 
 extern "C" void decode_layer_bf16_x(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,

@@ -27,7 +27,9 @@
 namespace {
 
 xk_impl::DecodeLayerInt8State g_own;  // the core's own (L1)
-#define g_state xk::core_state(g_own)  // (xdna_aie_api.h: npu-sim runs many cores)
+// The core's state: g_own on the core; under npu-sim, the copy it keeps for the core it runs
+// (xdna_aie_api.h, core_state).
+xk_impl::DecodeLayerInt8State& own_state() { return xk::core_state(g_own); }
 
 constexpr int32_t kUp = xk_impl::FusedBounds::kMaxRows;  // the up rows' sums and scales
 
@@ -41,7 +43,7 @@ struct Int8Layer : xk_fused::DecodeShape {
 struct Int8Matmul {
   using Elem = uint8_t;
   using Layer = Int8Layer;
-  static xk_impl::DecodeLayerInt8State& state() { return g_state; }
+  static xk_impl::DecodeLayerInt8State& state() { return own_state(); }
 
   static Layer layer(const xk_fused::DecodeArgs& s) {
     using xk_fused::scale_bytes;
@@ -67,7 +69,7 @@ struct Int8Matmul {
 
   // One block at byte e of the weights part (attn gamma, QKV rows and scales, QK-norm gammas).
   static void qkv_block(const uint8_t* blk, int64_t e, const Layer& L, xk::Rounding rnd) {
-    xk_impl::DecodeLayerInt8State& st = g_state;
+    xk_impl::DecodeLayerInt8State& st = own_state();
     int32_t sum;
     if (e < L.qkv_gamma) {
       std::memcpy(st.qkv.gamma + e / 2, blk, xk_fused::kBlockBytes);
@@ -89,7 +91,7 @@ struct Int8Matmul {
   // One block at byte e of the part after attention; false (and nothing done) when it waits for
   // an exchange.
   static bool rest_block(const uint8_t* blk, int64_t e, const Layer& L, xk::Rounding rnd) {
-    xk_impl::DecodeLayerInt8State& st = g_state;
+    xk_impl::DecodeLayerInt8State& st = own_state();
     xk_impl::Int8RowsState& q = st.i8;
     int32_t sum;
     if (e < L.o_rows) {
@@ -136,7 +138,7 @@ struct Int8Matmul {
 
   // The values of finished rows: float(sum) * sx * scale, stored to bf16.
   static void rows_out(xk::bf16* out, int32_t rows, int32_t first, xk::Rounding rnd) {
-    const xk_impl::Int8RowsState& q = g_state.i8;
+    const xk_impl::Int8RowsState& q = own_state().i8;
     xk_fused::dequant_rows(out, q.sums + first, q.scales + first, rows, q.sx, rnd);
   }
 };
@@ -145,7 +147,7 @@ using Stages = xk_fused::DecodeLayer<Int8Matmul>;
 }  // namespace
 
 namespace xk_impl {
-DecodeLayerInt8State& decode_layer_int8_state() { return g_state; }
+DecodeLayerInt8State& decode_layer_int8_state() { return own_state(); }
 }  // namespace xk_impl
 
 extern "C" void decode_layer_int8_x(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,

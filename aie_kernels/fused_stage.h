@@ -94,10 +94,14 @@ inline void qk_norm_rope(xk_impl::QkvPartState& st, const QkvShape& s, const flo
 struct AttnShape {
   int32_t cores, heads, kv_heads, D, context;
   float scale;  // 0 -> 1 / sqrt(head_dim)
+  // Positions a core's K (and V) block is padded to in its stream: 1 (attention_decode), or
+  // whole 2 KiB objects (decode_layer reads its blocks in place from the resident cache).
+  int32_t block_align = 1;
   int32_t group() const { return heads / kv_heads; }
   int32_t kv_per_core() const { return ceil_div(kv_heads, cores); }
   int32_t cores_per_kv() const { return cores / kv_heads > 1 ? cores / kv_heads : 1; }
   int32_t ppc() const { return ceil_div(context, cores_per_kv()); }
+  int32_t stream_ppc() const { return ceil_div(ppc(), block_align) * block_align; }
   int32_t item_bytes() const { return D * 2 + 8; }  // one query head's partial: bf16 out, f32 max, sum
   int32_t partial_bytes() const { return kv_per_core() * group() * item_bytes(); }
   // KV heads [h0, h1) and positions [t0, t1) of core p (npu-sim's Geometry::attn_range).
@@ -122,7 +126,7 @@ inline void attn_block(xk_impl::AttnPartState& st, const AttnShape& s, int32_t c
   int32_t h0, h1, t0, t1;
   s.range(core, h0, h1, t0, t1);
   const int32_t ppc = s.ppc(), D = s.D, G = s.group(), positions = t1 > t0 ? t1 - t0 : 0;
-  const int64_t block = int64_t(ppc) * D;
+  const int64_t block = int64_t(s.stream_ppc()) * D;  // a K or V block in the stream
   const int32_t hl = int32_t(e / (2 * block)), h = h0 + hl;
   if (hl >= s.kv_per_core()) return;  // padding
   const int64_t r = e % (2 * block);

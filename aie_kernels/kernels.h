@@ -48,6 +48,9 @@ void mlp_fused_bf16_down_take(const xk::bf16* act, int32_t cores, int32_t gelu, 
 void mlp_fused_bf16_down_result(xk::bf16* out, int32_t cores, int32_t gelu, int32_t hidden, int32_t inter);
 // bfp16ebs8 GEMV (gemv_bfp16.cc): W rows of k/8 9-byte blocks, x k/8 blocks, y bf16.
 void gemv_bfp16(const uint8_t* W, const uint8_t* x, xk::bf16* y, int32_t k, int32_t rows);
+// One core's tile of the bfp16 GEMM (matmul_bfp16.cc): A [m/8][k/8] and B [n/8][k/8] 72-byte
+// sub-blocks, one k-slice per call, accumulated in L1; C (m x n bf16) written on call k_blocks.
+void matmul_bfp16(const uint8_t* A, const uint8_t* B, xk::bf16* C, int32_t k, int32_t k_blocks, int32_t m, int32_t n);
 // qkv_rope design's stage entry points (qkv_rope_bf16.cc), in its cores' program order.
 void qkv_rope_bf16_x(const xk::bf16* obj, int32_t cores, int32_t head_dim, int32_t heads, int32_t hidden,
                      int32_t kv_heads, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits, int32_t interleaved);
@@ -276,6 +279,23 @@ void attention_partial_bf16(const xk::bf16* q, const xk::bf16* K, const xk::bf16
 void attention_combine_bf16(const float* max_sums, const xk::bf16* outs, xk::bf16* out, int32_t n_parts,
                             int32_t head_dim, xk::Rounding rnd);
 void gemv_bfp16(const uint8_t* W, const uint8_t* x, xk::bf16* y, int32_t k, int32_t rows, xk::Rounding rnd);
+// acc (f32, [m/8][n/8] tiles of 64 lanes, row-major within a tile) += A * B (matmul_bfp16.cc's
+// operand layouts), each 8 x 8 tile's k sub-blocks in increasing k; then acc stored to C
+// (row-major m x n bf16) with `rnd`. m, k, n multiples of 8.
+void matmul_bfp16_acc(const uint8_t* A, const uint8_t* B, float* acc, int32_t m, int32_t k, int32_t n);
+void matmul_bfp16_store(const float* acc, xk::bf16* C, int32_t m, int32_t n, xk::Rounding rnd);
+// The bfp16 GEMM core's L1 state: the f32 accumulator (the gemm design's "acc" buffer) and the
+// k-slices taken. Built for the cores, the design's Makefile passes its tile (-DDIM_M, -DDIM_N);
+// on the host it holds the largest m x n the design's L1 budget admits for bfp16 (64 x 104).
+struct MatmulBfp16State {
+#if defined(DIM_M) && defined(DIM_N)
+  static constexpr int32_t kMaxAcc = DIM_M * DIM_N;
+#else
+  static constexpr int32_t kMaxAcc = 64 * 104;
+#endif
+  int32_t calls = 0;
+  float acc[kMaxAcc];
+};
 
 // The state an mlp_fused core keeps in L1 between its entry points (static in mlp_fused_bf16.cc:
 // each core has its own). Bounds: hidden <= kMaxHidden, intermediate <= kMaxInter, a core's

@@ -17,7 +17,9 @@
 namespace {
 
 xk_impl::LmHeadState g_own;  // the core's own (L1)
-#define g_state xk::core_state(g_own)  // (xdna_aie_api.h: npu-sim runs many cores)
+// The core's state: g_own on the core; under npu-sim, the copy it keeps for the core it runs
+// (xdna_aie_api.h, core_state).
+xk_impl::LmHeadState& own_state() { return xk::core_state(g_own); }
 
 using namespace xk_fused::lm_head;  // Stage, chunk_rows, enter
 
@@ -26,7 +28,7 @@ using namespace xk_fused::lm_head;  // Stage, chunk_rows, enter
 // object with this one land in the other half before this one is out.
 void weights(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab, float eps, float offset,
              xk::Rounding rnd) {
-  xk_impl::LmHeadState& st = g_state;
+  xk_impl::LmHeadState& st = own_state();
   const int32_t chunk = chunk_rows(cores, vocab);
   const int64_t rows = int64_t(xk_fused::round_up(xk_fused::ceil_div(vocab, cores), chunk));  // the core's, padded
   for (int32_t i = 0; i < xk_fused::kObjValues; i += xk_fused::kLanes, st.pos += xk_fused::kLanes) {
@@ -46,32 +48,32 @@ void weights(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab, 
 }  // namespace
 
 namespace xk_impl {
-LmHeadState& lm_head_bf16_state() { return g_state; }
+LmHeadState& lm_head_bf16_state() { return own_state(); }
 }  // namespace xk_impl
 
 extern "C" void lm_head_bf16_x(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
                                int32_t offset_bits) {
-  enter(g_state, kX, true);
-  xk_fused::take_vector(g_state.x, g_state.x_have, hidden, obj);
+  enter(own_state(), kX, true);
+  xk_fused::take_vector(own_state().x, own_state().x_have, hidden, obj);
 }
 
 extern "C" void lm_head_bf16_norm(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab,
                                   int32_t eps_bits, int32_t offset_bits) {
   const xk::rounding_scope scope(xk::Rounding::NearestEven);
-  enter(g_state, kNorm, true);
+  enter(own_state(), kNorm, true);
   weights(obj, cores, hidden, vocab, xk::f32_from_bits(eps_bits), xk::f32_from_bits(offset_bits), scope.mode);
 }
 
 extern "C" void lm_head_bf16_rows(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab,
                                   int32_t eps_bits, int32_t offset_bits) {
   const xk::rounding_scope scope(xk::Rounding::NearestEven);
-  enter(g_state, kRows, false);
+  enter(own_state(), kRows, false);
   weights(obj, cores, hidden, vocab, xk::f32_from_bits(eps_bits), xk::f32_from_bits(offset_bits), scope.mode);
 }
 
 extern "C" void lm_head_bf16_rows_out(float* out, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
                                       int32_t offset_bits) {
   const int32_t chunk = chunk_rows(cores, vocab);
-  std::memcpy(out, g_state.logits + (g_state.chunk_out % 2) * chunk, size_t(chunk) * 4);
-  ++g_state.chunk_out;
+  std::memcpy(out, own_state().logits + (own_state().chunk_out % 2) * chunk, size_t(chunk) * 4);
+  ++own_state().chunk_out;
 }

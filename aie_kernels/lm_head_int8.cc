@@ -18,7 +18,9 @@
 namespace {
 
 xk_impl::LmHeadInt8State g_own;  // the core's own (L1)
-#define g_state xk::core_state(g_own)  // (xdna_aie_api.h: npu-sim runs many cores)
+// The core's state: g_own on the core; under npu-sim, the copy it keeps for the core it runs
+// (xdna_aie_api.h, core_state).
+xk_impl::LmHeadInt8State& own_state() { return xk::core_state(g_own); }
 
 using namespace xk_fused::lm_head;  // Stage, chunk_rows, enter
 
@@ -26,7 +28,7 @@ using namespace xk_fused::lm_head;  // Stage, chunk_rows, enter
 // and scale go to slot r mod (2 chunk).
 void weights(const uint8_t* obj, int32_t cores, int32_t hidden, int32_t vocab, float eps, float offset,
              xk::Rounding rnd) {
-  xk_impl::LmHeadInt8State& st = g_state;
+  xk_impl::LmHeadInt8State& st = own_state();
   const int32_t chunk = chunk_rows(cores, vocab);
   const int64_t objects = xk_fused::ceil_div(xk_fused::ceil_div(vocab, cores), chunk);  // the core's
   const int64_t chunk_bytes = xk_fused::i8_matrix_bytes(chunk, hidden), gamma = 2 * int64_t(hidden);
@@ -55,33 +57,33 @@ void weights(const uint8_t* obj, int32_t cores, int32_t hidden, int32_t vocab, f
 }  // namespace
 
 namespace xk_impl {
-LmHeadInt8State& lm_head_int8_state() { return g_state; }
+LmHeadInt8State& lm_head_int8_state() { return own_state(); }
 }  // namespace xk_impl
 
 extern "C" void lm_head_int8_x(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
                                int32_t offset_bits) {
-  enter(g_state, kX, true);
-  xk_fused::take_vector(g_state.x, g_state.x_have, hidden, obj);
+  enter(own_state(), kX, true);
+  xk_fused::take_vector(own_state().x, own_state().x_have, hidden, obj);
 }
 
 extern "C" void lm_head_int8_norm(const uint8_t* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
                                   int32_t offset_bits) {
   const xk::rounding_scope scope(xk::Rounding::NearestEven);
-  enter(g_state, kNorm, true);
+  enter(own_state(), kNorm, true);
   weights(obj, cores, hidden, vocab, xk::f32_from_bits(eps_bits), xk::f32_from_bits(offset_bits), scope.mode);
 }
 
 extern "C" void lm_head_int8_rows(const uint8_t* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
                                   int32_t offset_bits) {
   const xk::rounding_scope scope(xk::Rounding::NearestEven);
-  enter(g_state, kRows, false);
+  enter(own_state(), kRows, false);
   weights(obj, cores, hidden, vocab, xk::f32_from_bits(eps_bits), xk::f32_from_bits(offset_bits), scope.mode);
 }
 
 extern "C" void lm_head_int8_rows_out(float* out, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
                                       int32_t offset_bits) {
-  const int32_t chunk = chunk_rows(cores, vocab), slot = (g_state.chunk_out % 2) * chunk;
+  const int32_t chunk = chunk_rows(cores, vocab), slot = (own_state().chunk_out % 2) * chunk;
   for (int32_t r = 0; r < chunk; ++r)
-    out[r] = float(g_state.i8.sums[slot + r]) * g_state.i8.sx * g_state.i8.scales[slot + r];
-  ++g_state.chunk_out;
+    out[r] = float(own_state().i8.sums[slot + r]) * own_state().i8.sx * own_state().i8.scales[slot + r];
+  ++own_state().chunk_out;
 }

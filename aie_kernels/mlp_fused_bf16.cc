@@ -23,7 +23,9 @@ constexpr int32_t kLanes = 16;
 int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
 
 xk_impl::MlpFusedState g_own;  // the core's own (L1)
-#define g_state xk::core_state(g_own)  // (xdna_aie_api.h: npu-sim runs many cores)
+// The core's state: g_own on the core; under npu-sim, the copy it keeps for the core it runs
+// (xdna_aie_api.h, core_state).
+xk_impl::MlpFusedState& own_state() { return xk::core_state(g_own); }
 
 struct Shape {
   int32_t cores, hidden, inter, ri, rh, slice;  // ri / rh: the core's gate-up / down rows; slice in bf16
@@ -51,11 +53,11 @@ void stream_rows(xk_impl::MlpFusedState& st, const xk::bf16* obj, int32_t n, int
 }  // namespace
 
 namespace xk_impl {
-MlpFusedState& mlp_fused_bf16_state() { return g_state; }
+MlpFusedState& mlp_fused_bf16_state() { return own_state(); }
 }  // namespace xk_impl
 
 extern "C" void mlp_fused_bf16_x(const xk::bf16* obj, int32_t cores, int32_t gelu, int32_t hidden, int32_t inter) {
-  xk_impl::MlpFusedState& st = g_state;
+  xk_impl::MlpFusedState& st = own_state();
   const int32_t n = hidden - st.x_have < kObjValues ? hidden - st.x_have : kObjValues;
   std::memcpy(st.x + st.x_have, obj, size_t(n) * 2);
   st.x_have += n;
@@ -65,7 +67,7 @@ extern "C" void mlp_fused_bf16_x(const xk::bf16* obj, int32_t cores, int32_t gel
 extern "C" void mlp_fused_bf16_gate_up(const xk::bf16* obj, int32_t cores, int32_t gelu, int32_t hidden,
                                        int32_t inter) {
   const xk::rounding_scope scope(xk::Rounding::NearestEven);
-  xk_impl::MlpFusedState& st = g_state;
+  xk_impl::MlpFusedState& st = own_state();
   const Shape s = shape(cores, hidden, inter);
   const int64_t end = 2 * int64_t(s.ri) * hidden;  // gate rows, then up rows
   const int64_t start = st.pos;
@@ -81,7 +83,7 @@ extern "C" void mlp_fused_bf16_gate_up(const xk::bf16* obj, int32_t cores, int32
 extern "C" void mlp_fused_bf16_gate_up_give(xk::bf16* slice, int32_t cores, int32_t gelu, int32_t hidden,
                                             int32_t inter) {
   const xk::rounding_scope scope(xk::Rounding::NearestEven);
-  xk_impl::MlpFusedState& st = g_state;
+  xk_impl::MlpFusedState& st = own_state();
   const Shape s = shape(cores, hidden, inter);
   xk::bf16 act[xk_impl::MlpFusedState::kMaxRows];
   if (gelu) xk_impl::gelu_tanh_bf16(st.gate_up, act, s.ri, scope.mode);
@@ -92,7 +94,7 @@ extern "C" void mlp_fused_bf16_gate_up_give(xk::bf16* slice, int32_t cores, int3
 
 extern "C" void mlp_fused_bf16_gate_up_take(const xk::bf16* act, int32_t cores, int32_t gelu, int32_t hidden,
                                             int32_t inter) {
-  xk_impl::MlpFusedState& st = g_state;
+  xk_impl::MlpFusedState& st = own_state();
   const Shape s = shape(cores, hidden, inter);
   for (int32_t i = 0; i < inter; ++i) st.h[i] = act[(i / s.ri) * s.slice + i % s.ri];
   if (st.carry > 0) {  // the down rows that came with the last gate/up object
@@ -106,7 +108,7 @@ extern "C" void mlp_fused_bf16_gate_up_take(const xk::bf16* act, int32_t cores, 
 extern "C" void mlp_fused_bf16_down(const xk::bf16* obj, int32_t cores, int32_t gelu, int32_t hidden,
                                     int32_t inter) {
   const xk::rounding_scope scope(xk::Rounding::NearestEven);
-  xk_impl::MlpFusedState& st = g_state;
+  xk_impl::MlpFusedState& st = own_state();
   const Shape s = shape(cores, hidden, inter);
   stream_rows(st, obj, kObjValues, 2 * int64_t(s.ri) * hidden, s.rh, inter, st.h, st.down, scope.mode);
 }
@@ -115,12 +117,12 @@ extern "C" void mlp_fused_bf16_down_give(xk::bf16* slice, int32_t cores, int32_t
                                          int32_t inter) {
   const Shape s = shape(cores, hidden, inter);
   std::fill(slice, slice + s.slice, xk::bf16{});
-  std::memcpy(slice, g_state.down, size_t(s.rh) * 2);
+  std::memcpy(slice, own_state().down, size_t(s.rh) * 2);
 }
 
 extern "C" void mlp_fused_bf16_down_take(const xk::bf16* act, int32_t cores, int32_t gelu, int32_t hidden,
                                          int32_t inter) {
-  xk_impl::MlpFusedState& st = g_state;
+  xk_impl::MlpFusedState& st = own_state();
   const Shape s = shape(cores, hidden, inter);
   for (int32_t i = 0; i < hidden; ++i) st.y[i] = act[(i / s.rh) * s.slice + i % s.rh];
   st.x_have = 0;  // ready for the next invocation
@@ -128,5 +130,5 @@ extern "C" void mlp_fused_bf16_down_take(const xk::bf16* act, int32_t cores, int
 
 extern "C" void mlp_fused_bf16_down_result(xk::bf16* out, int32_t cores, int32_t gelu, int32_t hidden,
                                            int32_t inter) {
-  std::memcpy(out, g_state.y, size_t(hidden) * 2);
+  std::memcpy(out, own_state().y, size_t(hidden) * 2);
 }

@@ -18,7 +18,9 @@
 namespace {
 
 xk_impl::QkvRopeState g_own;  // the core's own (L1)
-#define g_state xk::core_state(g_own)  // (xdna_aie_api.h: npu-sim runs many cores)
+// The core's state: g_own on the core; under npu-sim, the copy it keeps for the core it runs
+// (xdna_aie_api.h, core_state).
+xk_impl::QkvRopeState& own_state() { return xk::core_state(g_own); }
 
 enum Stage : int32_t { kNone, kX, kQkv, kRope };
 
@@ -30,23 +32,23 @@ xk_fused::QkvShape shape(int32_t cores, int32_t head_dim, int32_t heads, int32_t
 
 // A stage's first call starts its stream part.
 void enter(int32_t stage) {
-  if (g_state.stage == stage) return;
-  g_state.stage = stage;
-  g_state.pos = 0;
-  if (stage == kX) g_state.qkv.x_have = 0;  // a new invocation
+  if (own_state().stage == stage) return;
+  own_state().stage = stage;
+  own_state().pos = 0;
+  if (stage == kX) own_state().qkv.x_have = 0;  // a new invocation
 }
 
 }  // namespace
 
 namespace xk_impl {
-QkvRopeState& qkv_rope_bf16_state() { return g_state; }
+QkvRopeState& qkv_rope_bf16_state() { return own_state(); }
 }  // namespace xk_impl
 
 extern "C" void qkv_rope_bf16_x(const xk::bf16* obj, int32_t cores, int32_t head_dim, int32_t heads, int32_t hidden,
                                 int32_t kv_heads, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
                                 int32_t interleaved) {
   enter(kX);
-  xk_fused::take_vector(g_state.qkv.x, g_state.qkv.x_have, hidden, obj);
+  xk_fused::take_vector(own_state().qkv.x, own_state().qkv.x_have, hidden, obj);
 }
 
 extern "C" void qkv_rope_bf16_qkv(const xk::bf16* obj, int32_t cores, int32_t head_dim, int32_t heads, int32_t hidden,
@@ -55,22 +57,22 @@ extern "C" void qkv_rope_bf16_qkv(const xk::bf16* obj, int32_t cores, int32_t he
   const xk::rounding_scope scope(xk::Rounding::NearestEven);
   enter(kQkv);
   const xk_fused::QkvShape s = shape(cores, head_dim, heads, hidden, kv_heads, qk_norm, eps_bits, offset_bits);
-  for (int32_t i = 0; i < xk_fused::kObjValues; i += xk_fused::kLanes, g_state.pos += xk_fused::kLanes)
-    xk_fused::qkv_block(g_state.qkv, s, obj + i, g_state.pos, scope.mode);
+  for (int32_t i = 0; i < xk_fused::kObjValues; i += xk_fused::kLanes, own_state().pos += xk_fused::kLanes)
+    xk_fused::qkv_block(own_state().qkv, s, obj + i, own_state().pos, scope.mode);
 }
 
 extern "C" void qkv_rope_bf16_qkv_give(xk::bf16* slice, int32_t cores, int32_t head_dim, int32_t heads,
                                        int32_t hidden, int32_t kv_heads, int32_t qk_norm, int32_t eps_bits,
                                        int32_t offset_bits, int32_t interleaved) {
   const xk_fused::QkvShape s = shape(cores, head_dim, heads, hidden, kv_heads, qk_norm, eps_bits, offset_bits);
-  xk_fused::give_rows(slice, g_state.qkv.rows, s.rows(), s.slice_values());
+  xk_fused::give_rows(slice, own_state().qkv.rows, s.rows(), s.slice_values());
 }
 
 extern "C" void qkv_rope_bf16_qkv_take(const xk::bf16* act, int32_t cores, int32_t head_dim, int32_t heads,
                                        int32_t hidden, int32_t kv_heads, int32_t qk_norm, int32_t eps_bits,
                                        int32_t offset_bits, int32_t interleaved) {
   const xk_fused::QkvShape s = shape(cores, head_dim, heads, hidden, kv_heads, qk_norm, eps_bits, offset_bits);
-  xk_fused::take_rows(g_state.qkv.qkv, act, s.n(), s.rows(), s.slice_values());
+  xk_fused::take_rows(own_state().qkv.qkv, act, s.n(), s.rows(), s.slice_values());
 }
 
 extern "C" void qkv_rope_bf16_rope(const float* cos_sin, int32_t cores, int32_t head_dim, int32_t heads,
@@ -79,17 +81,17 @@ extern "C" void qkv_rope_bf16_rope(const float* cos_sin, int32_t cores, int32_t 
   const xk::rounding_scope scope(xk::Rounding::NearestEven);
   enter(kRope);
   const xk_fused::QkvShape s = shape(cores, head_dim, heads, hidden, kv_heads, qk_norm, eps_bits, offset_bits);
-  xk_fused::qk_norm_rope(g_state.qkv, s, cos_sin, interleaved != 0, scope.mode);
+  xk_fused::qk_norm_rope(own_state().qkv, s, cos_sin, interleaved != 0, scope.mode);
 }
 
 extern "C" void qkv_rope_bf16_rope_result(xk::bf16* out, int32_t cores, int32_t head_dim, int32_t heads,
                                           int32_t hidden, int32_t kv_heads, int32_t qk_norm, int32_t eps_bits,
                                           int32_t offset_bits, int32_t interleaved) {
-  std::memcpy(out, g_state.qkv.qkv, size_t(heads) * size_t(head_dim) * 2);
+  std::memcpy(out, own_state().qkv.qkv, size_t(heads) * size_t(head_dim) * 2);
 }
 
 extern "C" void qkv_rope_bf16_rope_kv_new(xk::bf16* out, int32_t cores, int32_t head_dim, int32_t heads,
                                           int32_t hidden, int32_t kv_heads, int32_t qk_norm, int32_t eps_bits,
                                           int32_t offset_bits, int32_t interleaved) {
-  std::memcpy(out, g_state.qkv.qkv + int64_t(heads) * head_dim, 2 * size_t(kv_heads) * size_t(head_dim) * 2);
+  std::memcpy(out, own_state().qkv.qkv + int64_t(heads) * head_dim, 2 * size_t(kv_heads) * size_t(head_dim) * 2);
 }

@@ -79,6 +79,13 @@ struct mmul_bfp16 {
     m.mac(va, vb);
   }
   float lane(int i) { return float(m.to_accum().template to_vector<float>()[i]); }
+  // C's 64 lanes (row-major 8 x 8) from / to 64 contiguous floats (an accumulator kept in L1).
+  void load_acc(const float* c) {
+    aie::accum<accfloat, 64> acc;
+    acc.from_vector(aie::load_v<64>(c));
+    m = aie::mmul<8, 8, 8, bfp16ebs8, bfp16ebs8, accfloat>(acc);
+  }
+  void store_acc(float* c) { aie::store_v(c, m.to_accum().template to_vector<float>()); }
 };
 }  // namespace xk
 
@@ -117,6 +124,12 @@ struct mmul_bfp16 {
   xdna::aie::mmul_bfp16_888 m;
   void mac(const uint8_t* a, const uint8_t* b) { m.mac(a, b); }
   float lane(int i) const { return m.c.lane[size_t(i)]; }
+  void load_acc(const float* c) {
+    for (int i = 0; i < 64; ++i) m.c.lane[size_t(i)] = c[i];
+  }
+  void store_acc(float* c) const {
+    for (int i = 0; i < 64; ++i) c[i] = m.c.lane[size_t(i)];
+  }
 };
 }  // namespace xk
 

@@ -1,7 +1,7 @@
 // Thin adapters over the core kernel sources (aie_kernels/*.cc, declared in aie_kernels/kernels.h):
 // the shape checks and the int64 / Rounding signatures the simulator's callers use, then the
 // source's own code (xk_impl, which the extern "C" entry points run with round-to-nearest-even).
-// Only the bfp16 GEMM and its packers are still written here (not converted yet: README).
+// The bfp16 operand packers (what the host / bake step writes) are host code.
 #include "npu/aie_kernels.h"
 
 #include <algorithm>
@@ -49,16 +49,16 @@ void gemm_bfp16(const uint8_t* A, const uint8_t* B, float* C, int64_t m, int64_t
   check(m > 0 && k > 0 && n > 0 && m % 8 == 0 && k % 8 == 0 && n % 8 == 0,
         "gemm_bfp16: m, k, n = " + std::to_string(m) + ", " + std::to_string(k) + ", " +
             std::to_string(n) + " are not positive multiples of 8");
-  const int64_t kb = k / 8, tile = 72;
-  for (int64_t i = 0; i < m / 8; ++i)
-    for (int64_t j = 0; j < n / 8; ++j) {
-      mmul_bfp16_888 mm;
-      for (int r = 0; r < 8; ++r)
-        for (int c = 0; c < 8; ++c) mm.c.lane[r * 8 + c] = C[(i * 8 + r) * n + j * 8 + c];
-      for (int64_t b = 0; b < kb; ++b) mm.mac(A + (i * kb + b) * tile, B + (j * kb + b) * tile);
-      for (int r = 0; r < 8; ++r)
-        for (int c = 0; c < 8; ++c) C[(i * 8 + r) * n + j * 8 + c] = mm.c.lane[r * 8 + c];
-    }
+  // C row-major <-> the kernel's accumulator order ([m/8][n/8] tiles of 8 x 8): plain copies.
+  std::vector<float> acc(static_cast<size_t>(m * n));
+  const int64_t nt = n / 8;
+  auto tile_lane = [&](int64_t r, int64_t c) { return ((r / 8) * nt + c / 8) * 64 + (r % 8) * 8 + c % 8; };
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < n; ++c) acc[size_t(tile_lane(r, c))] = C[r * n + c];
+  xk_impl::matmul_bfp16_acc(A, B, acc.data(), i32(m, "gemm_bfp16: m"), i32(k, "gemm_bfp16: k"),
+                            i32(n, "gemm_bfp16: n"));
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < n; ++c) C[r * n + c] = acc[size_t(tile_lane(r, c))];
 }
 
 void gemv_bfp16(const uint8_t* W, const uint8_t* x, bf16* y, int64_t rows, int64_t K, Rounding rnd) {

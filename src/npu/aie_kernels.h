@@ -2,7 +2,7 @@
 // (aie_kernels/kernels.h), with int64 sizes, shape checks (bad ones throw std::invalid_argument)
 // and the store rounding as an argument, so tests can run a kernel under another rounding mode.
 // The code that computes is the source's own (aie_kernels/<kernel>.cc, namespace xk_impl); only
-// the bfp16 GEMM and its host-side packers are still written in aie_kernels.cpp.
+// the host-side bfp16 packers are written in aie_kernels.cpp.
 #pragma once
 #include <cstdint>
 
@@ -23,10 +23,11 @@ void gemv_int8(const int8_t* W, const int8_t* x, int8_t* y, int64_t rows, int64_
                Rounding rnd);
 
 // C[m x n] (f32, row-major) += A[m x k] * B[k x n] with bfp16ebs8 operands through the 8x8x8
-// mmul, accumulating into C in place (zeroing C is a separate step, as on the cores).
+// mmul, accumulating into C in place (the entry point zeroes its L1 accumulator per tile).
 // A: [m/8][k/8] 72-byte sub-blocks (8 rows x one block of 8 k-values);
 // B: pre-transposed [n/8][k/8] 72-byte sub-blocks (8 columns x one block of 8 k-values).
-// For each 8 x 8 output tile the k sub-blocks are accumulated in increasing k.
+// For each 8 x 8 output tile the k sub-blocks are accumulated in increasing k
+// (aie_kernels/matmul_bfp16.cc, xk_impl::matmul_bfp16_acc; C copied to and from its tile order).
 void gemm_bfp16(const uint8_t* A, const uint8_t* B, float* C, int64_t m, int64_t k, int64_t n);
 
 // y[r] = sum_k W[r][k] x[k] with bfp16ebs8 W (rows of K/8 9-byte blocks, row-major) and x (K/8

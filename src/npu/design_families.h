@@ -82,7 +82,18 @@ struct DecodeLayerShape {
   //    before each residual add (gammas in the o and down stages' stream; name suffix "_pn").
   int64_t window = 0;
   bool post_norms = false;
+  // decode_layer only: positions the resident KV cache holds (0: context). The design's `kv`
+  // argument is that cache, bf16 [K | V][kv_head][kv_cache_rows][head_dim] with position p at
+  // row p; the design reads it through its fill patterns and drains the new row (position
+  // context - 1) into it. Not part of the name (like the context).
+  int64_t capacity = 0;
 };
+
+// Rows per KV head of decode_layer's resident cache for `s` on `columns` columns: capacity
+// plus the slack the padded per-core reads run past the last position into.
+int64_t kv_cache_rows(const DecodeLayerShape& s, int columns = 8);
+// Positions one core's K (or V) block is padded to in the DDR stream: whole 2 KiB objects.
+int64_t kv_block_align(int64_t head_dim);
 
 // The fused designs share one topology (docs/npu-designs.md, "Fused decode designs"):
 //  - DDR stream: per column, shim MM2S0 -> memtile S2MM0 -> split over the 4 cores (4 KiB
@@ -113,7 +124,11 @@ Design attention_decode_design(const DecodeLayerShape& s, int columns = 8);
 
 // One whole decoder layer in one design: RMSNorm, QKV (+ QK-norm, RoPE), KV write, attention,
 // o-projection + residual, RMSNorm, gate/up/act, down + residual. Weights streamed from DDR
-// once, activations in L1/L2 between the five exchanged stages.
+// once, activations in L1/L2 between the five exchanged stages. The KV cache is resident in
+// DDR (DecodeLayerShape::capacity): per column one fill per (KV head of its cores, K or V)
+// reads the cores' position blocks in place, and one drain per (KV head, K or V) writes the
+// new row. When cores / kv_heads is 2 or 3 (a column's cores span two heads, not one stride
+// apart) the column reads its cores' blocks with one fill per object and core instead.
 Design decode_layer_design(DType dtype, const DecodeLayerShape& s, int columns = 8);
 
 // Final RMSNorm + LM head: every core normalises x, then computes its rows of logits; logits

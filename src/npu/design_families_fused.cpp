@@ -3,6 +3,7 @@
 // busiest core (shapes are split with ceil, so some cores have padding rows).
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <stdexcept>
 
 #include "npu/design_families.h"
@@ -33,6 +34,10 @@ struct Part {
   std::string arg;
   int64_t bytes_per_core = 0;
   bool replicated = false;
+  // Set: the arg is read in place (a resident buffer of arg_bytes), column c's stream part by
+  // the fills fills[c] in order (each moving whole [object][core] rounds).
+  std::vector<std::vector<AccessPattern>> fills = {};
+  int64_t arg_bytes = 0;
 };
 
 // One stage of the cores' schedule, in the order npu-sim runs the stages (sim_exec.cpp): the
@@ -63,6 +68,9 @@ struct FusedSpec {
   int64_t slice_bytes = 0;           // per core per exchange
   int64_t result_bytes = 0;          // drained by the last core
   int64_t kv_new_bytes = 0;          // drained by core (0,2)
+  std::string kv_new_arg = "kv_new"; // kv_new's drains: into this arg (of kv_new_arg_bytes)
+  std::vector<AccessPattern> kv_new_drains = {};  //   by these patterns (empty: contiguous)
+  int64_t kv_new_arg_bytes = 0;
   int64_t join_bytes = 0;            // per core per object, joined per column and drained
   int64_t join_objects = 1;          //   (no exchange)
   std::vector<Stage> stages;         // the cores' program (empty: one kernel call per object)
@@ -239,7 +247,17 @@ Design build_fused(const FusedSpec& f) {
       }
       ++queued;
       AccessPattern pat;
-      if (p.replicated) {  // one padded copy, sent to each of the 4 cores object by object
+      if (!p.fills.empty()) {  // read in place: the fills' waits follow the task queue too
+        --queued;
+        for (const AccessPattern& fp : p.fills[size_t(c)]) {
+          if (queued == kAie2p.task_queue_depth) {
+            d.sequence.push_back({SeqOp::Wait, cname("ddr", c) + "_l3l2", 0, {}});
+            queued = 0;
+          }
+          ++queued;
+          d.sequence.push_back({SeqOp::Fill, cname("ddr", c) + "_l3l2", arg(p.arg, p.arg_bytes), fp});
+        }
+      } else if (p.replicated) {  // one padded copy, sent to each of the 4 cores object by object
         const int a = arg(p.arg, objs * kObj);
         pat = {4, 0, {{kObj / W, 1}, {kCores, 0}, {objs, kObj / W}}, 1};
         d.sequence.push_back({SeqOp::Fill, cname("ddr", c) + "_l3l2", a, pat});
@@ -259,9 +277,13 @@ Design build_fused(const FusedSpec& f) {
   if (f.result_bytes > 0)
     d.sequence.push_back({SeqOp::Drain, "result", arg("result", f.result_bytes),
                           contiguous_pattern(0, f.result_bytes)});
-  if (f.kv_new_bytes > 0)
+  if (f.kv_new_bytes > 0 && f.kv_new_drains.empty())
     d.sequence.push_back({SeqOp::Drain, "kv_new", arg("kv_new", f.kv_new_bytes),
                           contiguous_pattern(0, f.kv_new_bytes)});
+  for (size_t i = 0; i < f.kv_new_drains.size(); ++i) {  // the row's pieces, in stream order
+    if (i > 0 && i % size_t(kAie2p.task_queue_depth) == 0) d.sequence.push_back({SeqOp::Wait, "kv_new", 0, {}});
+    d.sequence.push_back({SeqOp::Drain, "kv_new", arg(f.kv_new_arg, f.kv_new_arg_bytes), f.kv_new_drains[i]});
+  }
   for (int c = 0; c < f.columns; ++c) {
     if (f.join_bytes > 0) d.sequence.push_back({SeqOp::Wait, cname("out", c) + "_l2l3", 0, {}});
     d.sequence.push_back({SeqOp::Wait, cname("ddr", c) + "_l3l2", 0, {}});
@@ -314,6 +336,9 @@ struct Stages {
   int64_t cores_per_kv() const { return std::max<int64_t>(1, P / s.kv_heads); }
   int64_t positions_per_core() const { return ceil_div(s.context, cores_per_kv()); }
   int64_t kv_bytes() const { return kv_per_core() * 2 * positions_per_core() * s.head_dim * 2; }
+  // decode_layer's kv part: each K and V block padded to whole objects (read in place).
+  int64_t stream_positions() const { return round_up(positions_per_core(), kv_block_align(s.head_dim)); }
+  int64_t kv_stream_bytes() const { return kv_per_core() * 2 * stream_positions() * s.head_dim * 2; }
   int64_t attn_partial_bytes() const {  // per core: bf16 out, f32 max and sum per query head
     return kv_per_core() * (s.heads / s.kv_heads) * (s.head_dim * 2 + 8);
   }
@@ -331,7 +356,75 @@ struct Stages {
   int64_t act_ops() const { return rows(s.intermediate) * ((s.gelu ? 8 : 4) + 1); }
 };
 
+// decode_layer's resident KV cache, bf16 [K | V][heads_alloc][rows][D] (DecodeLayerShape::
+// capacity): the per-column fills that read the cores' blocks in place and the drains that write
+// the new row at `pos`. A column's stream is [object][core][2 KiB], so one pattern per (KV head
+// of the column, K or V): 512 words of a core's block, the column's 4 cores one stride apart,
+// then the block's objects (a fill per object and core where the cores are not one stride apart). Reads past a core's positions (padding to whole objects, the next
+// core's rows) land in positions the kernel skips; so does the new row's slot (the kernel takes
+// the new K/V from the array), which the drain writes.
+struct ResidentKv {
+  int64_t rows = 0, heads_alloc = 0, bytes = 0;
+  std::vector<std::vector<AccessPattern>> fills;  // per column
+  std::vector<AccessPattern> drains;
+};
+
+ResidentKv resident_kv(const Stages& st, int columns, int64_t first, int64_t pos, int64_t capacity_rows) {
+  const DecodeLayerShape& s = st.s;
+  const int64_t D = s.head_dim, W = 4, obj_words = kObj / W, row_words = D * 2 / W;
+  const int64_t cpk = st.cores_per_kv(), kvpc = st.kv_per_core(), ppc = st.positions_per_core();
+  ResidentKv r;
+  r.rows = capacity_rows;
+  r.heads_alloc = cpk == 1 ? st.P * kvpc : s.kv_heads;  // cpk 1: every core's heads exist (padding heads)
+  r.bytes = 2 * r.heads_alloc * r.rows * D * 2;
+  const int64_t objs = st.stream_positions() * D * 2 / kObj;
+  auto row_at = [&](int64_t kv, int64_t h, int64_t t) { return ((kv * r.heads_alloc + h) * r.rows + t) * row_words; };
+  for (int c = 0; c < columns; ++c) {
+    std::vector<AccessPattern> col;
+    for (int64_t hl = 0; hl < kvpc; ++hl)
+      for (int64_t kv = 0; kv < 2; ++kv) {
+        int64_t at[kCores];  // where each core's block starts (words)
+        for (int rr = 0; rr < kCores; ++rr) {
+          const int64_t p = int64_t(c) * kCores + rr, h = p / cpk;
+          if (cpk == 1) at[rr] = row_at(kv, p * kvpc + hl, first);
+          else if (h < s.kv_heads) at[rr] = row_at(kv, h, first + (p % cpk) * ppc);
+          else at[rr] = row_at(kv, s.kv_heads - 1, 0);  // an idle core reads the last head's first rows
+        }
+        const int64_t stride = at[1] - at[0];
+        bool even = stride >= 0;
+        for (int rr = 2; rr < kCores; ++rr) even = even && at[rr] - at[rr - 1] == stride;
+        if (even) {  // cores_per_kv 1 or a multiple of 4: the column's cores one stride apart
+          col.push_back({W, at[0], {{obj_words, 1}, {kCores, stride}, {objs, obj_words}}, 1});
+        } else {  // 2 or 3 (heads change inside the column): one fill per object and core
+          for (int64_t o = 0; o < objs; ++o)
+            for (int rr = 0; rr < kCores; ++rr) col.push_back({W, at[rr] + o * obj_words, {{obj_words, 1}}, 1});
+        }
+      }
+    r.fills.push_back(std::move(col));
+  }
+  // The new row: per K / V all heads at once when the head stride fits the shim BD, else per head.
+  const int64_t head_stride = r.rows * row_words;
+  for (int64_t kv = 0; kv < 2; ++kv) {
+    if (head_stride <= kAie2p.max_stride_words && s.kv_heads <= kAie2p.max_size1_words) {
+      r.drains.push_back({W, row_at(kv, 0, pos), {{row_words, 1}, {s.kv_heads, head_stride}}, 1});
+    } else {
+      for (int64_t h = 0; h < s.kv_heads; ++h) r.drains.push_back({W, row_at(kv, h, pos), {{row_words, 1}}, 1});
+    }
+  }
+  return r;
+}
+
 }  // namespace
+
+int64_t kv_block_align(int64_t head_dim) {
+  const int64_t values = kObj / 2;  // bf16 per object
+  return values / std::gcd(values, head_dim);
+}
+
+int64_t kv_cache_rows(const DecodeLayerShape& s, int columns) {
+  const int64_t P = int64_t(columns) * kCores, cpk = std::max<int64_t>(1, P / std::max<int64_t>(1, s.kv_heads));
+  return std::max(s.capacity, s.context) + cpk + kv_block_align(s.head_dim);
+}
 
 Design mlp_fused_design(DType dtype, const DecodeLayerShape& s, int columns) {
   const std::string fam = "mlp_fused";
@@ -424,6 +517,8 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   check(shape.window >= 0, fam, "window must be 0 (full attention) or positive, got " + std::to_string(shape.window));
   // A sliding-window layer reads only the last `window` positions: a shorter KV part, the same
   // configuration (the context is a runtime parameter).
+  check(shape.capacity == 0 || shape.capacity >= shape.context, fam,
+        "KV capacity " + std::to_string(shape.capacity) + " is smaller than the context " + std::to_string(shape.context));
   DecodeLayerShape s = shape;
   if (s.window > 0) s.context = std::min(s.context, s.window);
   const int64_t post = s.post_norms ? s.hidden * 2 : 0;  // a post-norm gamma (bf16) in the o and down stages
@@ -439,13 +534,20 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
               {"qk_norm", s.qk_norm},   {"gelu", s.gelu}};
   if (s.window > 0) f.params["window"] = s.window;
   if (s.post_norms) f.params["post_norms"] = 1;
+  // The resident cache: positions [first, pos] are read (pos, the new token's, is drained).
+  const int64_t pos = shape.context - 1, first = shape.context - s.context;
+  const ResidentKv kv = resident_kv(st, columns, first, pos, kv_cache_rows(shape, columns));
+  f.params["capacity"] = std::max(shape.capacity, shape.context);
+  f.params["kv_rows"] = kv.rows;
+  f.params["kv_heads_alloc"] = kv.heads_alloc;
+  f.params["position"] = pos;
   const int64_t w_attn = s.hidden * 2 + st.wbytes(n_qkv, s.hidden) + (s.qk_norm ? 4 * s.head_dim : 0);
   const int64_t w_rest = st.wbytes(s.hidden, st.q_dim()) + post + s.hidden * 2 +
                          2 * st.wbytes(s.intermediate, s.hidden) + st.wbytes(s.hidden, s.intermediate) + post;
   f.parts = {{"x", s.hidden * 2, true},
              {"weights", w_attn, false},
              {"rope", 2 * s.head_dim * 2, true},
-             {"kv", st.kv_bytes(), false},
+             {"kv", st.kv_stream_bytes(), false, kv.fills, kv.bytes},
              {"weights_rest", w_rest, false}};
   const int64_t macs = st.rows(n_qkv) * s.hidden + st.attn_macs() + st.rows(s.hidden) * st.q_dim() +
                        2 * st.rows(s.intermediate) * s.hidden + st.rows(s.hidden) * s.intermediate;
@@ -469,6 +571,9 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   if (s.post_norms) f.core_buffers.push_back({"post_gamma", post, DType::BF16});
   f.result_bytes = s.hidden * 2;
   f.kv_new_bytes = 2 * st.kv_dim() * 2;
+  f.kv_new_arg = "kv";
+  f.kv_new_drains = kv.drains;
+  f.kv_new_arg_bytes = kv.bytes;
   // x; norm + QKV rows (exchange); QK-norm + RoPE, the new K/V row out; attention partials
   // (exchanges) and their combine; o rows (exchange) + residual; ffn norm + gate/up rows
   // (exchange h); down rows (exchange) + residual, the result out. With post_norms the o and
@@ -477,7 +582,7 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   f.stages = {{"x", s.hidden * 2, true},
               {"qkv", w_attn, true, 1},
               {"rope", 2 * s.head_dim * 2, true, 0, {"kv_new"}},
-              {"attention", st.kv_bytes(), true, int(st.attn_objects(f.slice_bytes))},
+              {"attention", st.kv_stream_bytes(), true, int(st.attn_objects(f.slice_bytes))},
               {"o", st.wbytes(s.hidden, st.q_dim()) + post, true, 1},
               {"gate_up", s.hidden * 2 + 2 * st.wbytes(s.intermediate, s.hidden), false, 1},
               {"down", st.wbytes(s.hidden, s.intermediate) + post, false, 1, {"result"}}};

@@ -212,6 +212,19 @@ struct DesignPool {
   }
 };
 
+// What a decode_layer design moves between DDR and its resident KV cache (the "kv" argument).
+struct KvTraffic {
+  int64_t read = 0, write = 0;
+};
+KvTraffic kv_traffic(const Design& d) {
+  KvTraffic t;
+  for (const SeqStep& s : d.sequence) {
+    if (s.op == SeqOp::Wait || d.args.at(size_t(s.arg)).name != "kv") continue;
+    (s.op == SeqOp::Fill ? t.read : t.write) += s.pattern.bytes();
+  }
+  return t;
+}
+
 int64_t weight_bytes_of(DType t, const DecodeLayerShape& s) {
   const int64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
   return dtype_bytes(t, s.hidden) * (q + 2 * kv + 2 * s.intermediate) + dtype_bytes(t, q) * s.hidden +
@@ -243,11 +256,22 @@ DecoderPlan plan_decoder(const DecoderPlanInput& m, const DecoderPlanOptions& o)
     DecodeLayerShape s = m.shape;
     s.context = lp.local ? std::min(o.context, m.sliding_window) : o.context;
     s.window = lp.local ? m.sliding_window : 0;  // a runtime parameter: local and global layers share the design
-    plan.kv_read_bytes += 2 * s.context * kv_dim * 2;
+    // decode_layer: the token at position context - 1 of a resident cache of `context` positions
+    // (the design applies the window itself).
+    DecodeLayerShape sl = s;
+    sl.context = o.context;
+    sl.capacity = o.context;
     try {
-      lp.designs.push_back(invoke(decode_layer_design(o.weights, s, o.columns)));
+      const Design d = decode_layer_design(o.weights, sl, o.columns);
+      const KvTraffic kv = kv_traffic(d);
+      plan.kv_read_bytes += kv.read;
+      plan.kv_write_bytes += kv.write;
+      lp.designs.push_back(invoke(d));
       lp.fused = true;
     } catch (const std::invalid_argument& e) {
+      // attention_decode reads the packed cache; the host writes the new row (an upload).
+      plan.kv_read_bytes += 2 * s.context * kv_dim * 2;
+      plan.kv_upload_bytes += 2 * kv_dim * 2;
       // Fall back to the fused blocks, then to plain GEMVs; a block that does not fit stays on
       // the host (named in the note).
       lp.note = e.what();
@@ -342,16 +366,27 @@ std::string DecoderPlan::text() const {
     out += line;
   }
   for (const auto& [op, why] : host_ops) out += "  host: " + op + " (" + why + ")\n";
+  const int64_t other = cost.run.ddr_bytes - weight_bytes - kv_read_bytes - kv_write_bytes;
   std::snprintf(line, sizeof line,
-                "per token: DDR %.1f MB = weights %.1f MB + KV cache read %.1f MB + vectors/padding %.2f MB\n",
+                "per token: DDR %.1f MB = weights %.1f MB + KV read %.1f MB (resident cache, whole context) + "
+                "KV write %.1f KB (the new row) + vectors/padding %.2f MB\n",
                 double(cost.run.ddr_bytes) / 1e6, double(weight_bytes) / 1e6, double(kv_read_bytes) / 1e6,
-                double(cost.run.ddr_bytes - weight_bytes - kv_read_bytes) / 1e6);
+                double(kv_write_bytes) / 1e3, double(other) / 1e6);
+  out += line;
+  std::snprintf(line, sizeof line, "per token: host -> device %.2f KB (embedding row, RoPE row%s%s)\n",
+                double(host_upload_bytes()) / 1e3, model.sliding_window > 0 ? "s" : "",
+                kv_upload_bytes > 0 ? ", unfused layers' KV rows" : "");
   out += line;
   out += cost.text();
   std::snprintf(line, sizeof line, "%.*s decode: %.2f ms/token = %.1f tok/s (not measured)\n",
                 int(kModelledLabel.size()), kModelledLabel.data(), cost.run.total_s * 1e3, tok_per_s());
   out += line;
   return out;
+}
+
+int64_t DecoderPlan::host_upload_bytes() const {
+  const int64_t rope_rows = model.sliding_window > 0 ? 2 : 1;  // Gemma 3: the local layers' own base
+  return model.shape.hidden * 2 + rope_rows * model.shape.head_dim * 4 + kv_upload_bytes;
 }
 
 nlohmann::json DecoderPlan::to_json() const {
@@ -372,8 +407,12 @@ nlohmann::json DecoderPlan::to_json() const {
           {"lm_head", lm_head},
           {"host_ops", host},
           {"ddr_bytes_per_token",
-           {{"total", cost.run.ddr_bytes}, {"weights", weight_bytes}, {"kv_read", kv_read_bytes},
-            {"other", cost.run.ddr_bytes - weight_bytes - kv_read_bytes}}},
+           {{"total", cost.run.ddr_bytes},
+            {"weights", weight_bytes},
+            {"kv_read", kv_read_bytes},
+            {"kv_write", kv_write_bytes},
+            {"other", cost.run.ddr_bytes - weight_bytes - kv_read_bytes - kv_write_bytes}}},
+          {"host_to_device_bytes_per_token", host_upload_bytes()},
           {"cost_per_token", cost.to_json()},
           {"modelled_ms_per_token", cost.run.total_s * 1e3},
           {"modelled_tok_per_s", tok_per_s()}};

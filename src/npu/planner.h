@@ -85,7 +85,12 @@ struct DecoderPlan {
   std::vector<std::pair<std::string, std::string>> host_ops;  // op, why it stays on the host
   CostReport cost;                                 // per token, modelled
   int64_t weight_bytes = 0;                        // weights at the chosen precision, per token
-  int64_t kv_read_bytes = 0;                       // KV cache read per token
+  int64_t kv_read_bytes = 0;                       // KV cache read per token (DDR -> array)
+  int64_t kv_write_bytes = 0;                      // the new K/V rows written per token (array -> DDR)
+  int64_t kv_upload_bytes = 0;                     // KV rows the host writes per token (unfused layers)
+  // Host -> device per token: the embedding row, the RoPE row(s), kv_upload_bytes. The fused
+  // layers' KV cache stays in device memory (decode_layer reads and writes it in place).
+  int64_t host_upload_bytes() const;
   double tok_per_s() const { return cost.run.total_s > 0 ? 1.0 / cost.run.total_s : 0; }
   std::string text() const;
   nlohmann::json to_json() const;

@@ -29,18 +29,24 @@ const SeqStep& sim::drain_step(const Design& d, const std::string& fifo) {
 }
 
 void sim::drain(const Design& d, HostArgs& args, const std::string& fifo, const std::vector<uint8_t>& bytes) {
-  const SeqStep& s = drain_step(d, fifo);
-  std::vector<uint8_t>& a = args.at(size_t(s.arg));
-  if (int64_t(bytes.size()) != s.pattern.bytes())
-    fail(d, "the programs gave '" + fifo + "' " + std::to_string(bytes.size()) + " bytes, its drain moves " +
-                std::to_string(s.pattern.bytes()));
-  size_t pos = 0;
-  walk(s.pattern, [&](int64_t off) {
-    const size_t n = size_t(s.pattern.elem_bytes);
-    if (off < 0 || size_t(off) + n > a.size()) fail(d, "drain '" + fifo + "' writes past its argument");
-    std::memcpy(a.data() + off, bytes.data() + pos, n);
-    pos += n;
-  });
+  drain_step(d, fifo);  // throws when there is none
+  int64_t moved = 0;
+  for (const SeqStep& s : d.sequence)
+    if (s.op == SeqOp::Drain && s.fifo == fifo) moved += s.pattern.bytes();
+  if (int64_t(bytes.size()) != moved)
+    fail(d, "the programs gave '" + fifo + "' " + std::to_string(bytes.size()) + " bytes, its drains move " +
+                std::to_string(moved));
+  size_t pos = 0;  // several drains of one FIFO take its stream in sequence order
+  for (const SeqStep& s : d.sequence) {
+    if (s.op != SeqOp::Drain || s.fifo != fifo) continue;
+    std::vector<uint8_t>& a = args.at(size_t(s.arg));
+    walk(s.pattern, [&](int64_t off) {
+      const size_t n = size_t(s.pattern.elem_bytes);
+      if (off < 0 || size_t(off) + n > a.size()) fail(d, "drain '" + fifo + "' writes past its argument");
+      std::memcpy(a.data() + off, bytes.data() + pos, n);
+      pos += n;
+    });
+  }
 }
 
 namespace {
@@ -146,8 +152,10 @@ std::vector<std::vector<uint8_t>> sim::core_streams(const Design& d, const HostA
 
 namespace {
 
-// The inverse (packing): scatter each core's stream into the arguments the fills read.
-void scatter_streams(const Design& d, const std::vector<std::vector<uint8_t>>& streams, HostArgs& args) {
+// The inverse (packing): scatter each core's stream into the arguments the fills read, except
+// the argument `in_place` (a resident buffer the fills read as it is: its stream bytes are skipped).
+void scatter_streams(const Design& d, const std::vector<std::vector<uint8_t>>& streams, HostArgs& args,
+                     const std::string& in_place = "") {
   const int64_t P = int64_t(streams.size());
   for (int c = 0; c < P / kCores; ++c) {
     const size_t objs = streams[size_t(c * kCores)].size() / kObj;
@@ -162,6 +170,10 @@ void scatter_streams(const Design& d, const std::vector<std::vector<uint8_t>>& s
     for (const SeqStep& s : d.sequence) {
       if (s.op != SeqOp::Fill || s.fifo != ddr_fifo(c)) continue;
       std::vector<uint8_t>& a = args.at(size_t(s.arg));
+      if (!in_place.empty() && d.args[size_t(s.arg)].name == in_place) {
+        pos += size_t(s.pattern.bytes());
+        continue;
+      }
       walk(s.pattern, [&](int64_t off) {
         if (pos + size_t(s.pattern.elem_bytes) > col.size()) fail(d, "packed stream shorter than its fills");
         std::memcpy(a.data() + off, col.data() + pos, size_t(s.pattern.elem_bytes));
@@ -172,16 +184,19 @@ void scatter_streams(const Design& d, const std::vector<std::vector<uint8_t>>& s
   }
 }
 
-// What the drain step of `fifo` wrote, in transfer order.
+// What the drain steps of `fifo` wrote, in transfer order.
 std::vector<uint8_t> read_drain(const Design& d, const HostArgs& args, const std::string& fifo) {
-  const SeqStep& s = drain_step(d, fifo);
-  const std::vector<uint8_t>& a = args.at(size_t(s.arg));
+  drain_step(d, fifo);
   std::vector<uint8_t> bytes;
-  walk(s.pattern, [&](int64_t off) {
-    const size_t n = size_t(s.pattern.elem_bytes);
-    if (off < 0 || size_t(off) + n > a.size()) fail(d, "drain '" + fifo + "' reads past its argument");
-    bytes.insert(bytes.end(), a.begin() + off, a.begin() + off + int64_t(n));
-  });
+  for (const SeqStep& s : d.sequence) {
+    if (s.op != SeqOp::Drain || s.fifo != fifo) continue;
+    const std::vector<uint8_t>& a = args.at(size_t(s.arg));
+    walk(s.pattern, [&](int64_t off) {
+      const size_t n = size_t(s.pattern.elem_bytes);
+      if (off < 0 || size_t(off) + n > a.size()) fail(d, "drain '" + fifo + "' reads past its argument");
+      bytes.insert(bytes.end(), a.begin() + off, a.begin() + off + int64_t(n));
+    });
+  }
   return bytes;
 }
 
@@ -399,6 +414,24 @@ void check_kv(const Design& d, const Geometry& g, const SimKvCache& kv) {
   if (kv.kv_heads != g.kv_heads || kv.head_dim != g.D) fail(d, "KV cache shape does not match the design");
 }
 
+// decode_layer's kv part per core: each K and V block padded to whole objects
+// (design_families_fused.cpp, kv_block_align).
+int64_t kv_stream_bytes(const Geometry& g) {
+  return g.kv_per_core() * 2 * round_up(g.ppc(), kv_block_align(g.D)) * g.D * 2;
+}
+
+// The cached positions into decode_layer's resident cache, bf16 [K | V][kv_heads_alloc][kv_rows][D]
+// (position t at row t; the rest zero), as the device keeps it.
+void write_resident_kv(const Design& d, const SimKvCache& kv, std::vector<uint8_t>& out) {
+  const int64_t HA = param(d, "kv_heads_alloc"), rows = param(d, "kv_rows"), D = kv.head_dim;
+  if (kv.length > rows || int64_t(out.size()) != 2 * HA * rows * D * 2)
+    fail(d, "the resident KV cache does not fit the cached positions");
+  for (int64_t which = 0; which < 2; ++which)
+    for (int64_t h = 0; h < kv.kv_heads; ++h)
+      std::memcpy(out.data() + ((which * HA + h) * rows) * D * 2,
+                  (which == 0 ? kv.k : kv.v).data() + h * kv.max_len * D, size_t(kv.length * D) * 2);
+}
+
 }  // namespace
 
 HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& lw, std::span<const aie::bf16> x,
@@ -408,13 +441,15 @@ HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& lw, std::span
   check_dims(d, g);
   check_layer(d, g, lw, x, rope, true);
   check_kv(d, g, kv);
-  if (g.context > kv.length + 1) fail(d, "context " + std::to_string(g.context) + " > cached + 1");
-  const int64_t first = kv.length + 1 - g.context, Rh = g.rows(g.hidden), Ri = g.rows(g.I);
+  if (param(d, "position") != kv.length)
+    fail(d, "is the token at position " + std::to_string(param(d, "position")) + ", the cache holds " +
+                std::to_string(kv.length) + " positions");
+  const int64_t Rh = g.rows(g.hidden), Ri = g.rows(g.I);
   std::vector<std::vector<uint8_t>> streams;
   for (int64_t p = 0; p < g.P; ++p) {
     Writer w;
     put_attn_parts(w, g, lw, x, rope, p);
-    put_kv(w, g, kv, first, kv.length, p);
+    w.part(kv_stream_bytes(g));  // read in place from the resident cache (below)
     w.part(rest_bytes(g));
     put_matrix(w, g.weights, lw.o, g.hidden, g.q_dim(), p * Rh, Rh);
     if (g.post_norms) put_vec(w, lw.post_attn_norm);
@@ -426,8 +461,16 @@ HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& lw, std::span
     streams.push_back(w.finish());
   }
   HostArgs a = empty_args(d);
-  scatter_streams(d, streams, a);
+  scatter_streams(d, streams, a, "kv");
+  write_resident_kv(d, kv, a.at(size_t(arg_index(d, "kv"))));
   return a;
+}
+
+std::vector<aie::bf16> kv_new_row(const Design& d, const HostArgs& args) {
+  const std::vector<uint8_t> b = read_drain(d, args, "kv_new");
+  std::vector<aie::bf16> row(b.size() / 2);
+  std::memcpy(row.data(), b.data(), row.size() * 2);
+  return row;
 }
 
 HostArgs pack_qkv_rope(const Design& d, const SimLayerWeights& lw, std::span<const aie::bf16> x,
@@ -579,10 +622,11 @@ SimLayerResult fused_decode_layer(const DecodeLayerShape& shape, const SimLayerW
                                   const SimKernelArgs& k, int columns) {
   DecodeLayerShape s = shape;
   s.context = kv.length + 1;
+  s.capacity = kv.max_len;
   const Design d = decode_layer_design(DType::BF16, s, columns);
   HostArgs a = pack_decode_layer(d, w, x, rope, kv);
   run_design(d, a, k);
-  kv.append(arg_bf16(d, a, "kv_new", 2 * s.kv_heads * s.head_dim));
+  kv.append(kv_new_row(d, a));
   return {arg_bf16(d, a, "result", s.hidden), {d.name}};
 }
 

@@ -61,10 +61,11 @@ std::vector<aie::bf16> to_bf16(std::span<const float> x);
 std::vector<float> to_f32(std::span<const aie::bf16> x);
 
 // Host arguments of the fused designs, in the DDR layouts their fills read (zero-filled
-// elsewhere). x: the layer input [hidden] bf16. decode_layer: the KV positions read are the last
-// context - 1 cached ones plus the new token's slot, which stays zero (the new K/V row never
-// leaves the array before attention); a sliding-window design's context is at most its window,
-// so older positions are never packed. attention_decode: the last `context` cached positions.
+// elsewhere). x: the layer input [hidden] bf16. decode_layer: the design is the token at
+// position kv.length; its `kv` argument is the resident cache (the cached positions in the
+// design's layout, DecodeLayerShape::capacity), which its fills read in place (the last
+// `context` positions, the new token's slot included: the kernel takes that row from the array)
+// and its drains write the new row into. attention_decode: the last `context` cached positions.
 // `rope`: the row of this layer's frequencies (a local layer's own base for Gemma 3).
 HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& w, std::span<const aie::bf16> x,
                            std::span<const float> rope, const SimKvCache& kv);
@@ -82,6 +83,8 @@ HostArgs pack_lm_head(const Design& d, std::span<const float> gamma, std::span<c
 // sizes).
 void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k = {});
 
+// The new K/V row (k [kv_heads x head_dim] then v) a decode_layer or qkv_rope invocation drained.
+std::vector<aie::bf16> kv_new_row(const Design& d, const HostArgs& args);
 // A drained output argument as bf16 / f32 values (`n` of them).
 std::vector<aie::bf16> arg_bf16(const Design& d, const HostArgs& args, const std::string& name, int64_t n);
 std::vector<float> arg_f32(const Design& d, const HostArgs& args, const std::string& name, int64_t n);
@@ -114,12 +117,12 @@ namespace sim {
 [[noreturn]] void fail(const Design& d, const std::string& what);
 // The design's parameter `name`; throws naming the design when it has none.
 int64_t param(const Design& d, const char* name);
-// The sequence's drain step of `fifo`; throws when the design has none.
+// The sequence's (first) drain step of `fifo`; throws when the design has none.
 const SeqStep& drain_step(const Design& d, const std::string& fifo);
 // Each of the P cores' DDR stream: its column's fills gathered through their access patterns,
 // split [object][core][2 KiB] as the memtile split does.
 std::vector<std::vector<uint8_t>> core_streams(const Design& d, const HostArgs& args, int64_t P);
-// Writes `bytes` to the host argument through the drain step of `fifo`.
+// Writes `bytes` through the drain steps of `fifo`, in sequence order.
 void drain(const Design& d, HostArgs& args, const std::string& fifo, const std::vector<uint8_t>& bytes);
 // Visits the byte offset of every element `p` moves, in transfer order (dims[0] innermost).
 template <class F>

@@ -1,5 +1,6 @@
 #include "npu/sim_exec_decoder.h"
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <stdexcept>
@@ -12,6 +13,8 @@ namespace xdna::npu {
 // ---- one decode token ------------------------------------------------------------------------------
 
 SimDecoderState::SimDecoderState(const SimDecoderModel& m, int64_t max_len) {
+  static std::atomic<uint64_t> next{1};
+  sequence_id = next++;
   for (size_t i = 0; i < m.layers.size(); ++i) kv.emplace_back(m.shape.kv_heads, m.shape.head_dim, max_len);
 }
 
@@ -44,11 +47,12 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
     DecodeLayerShape s = m.shape;
     const bool local = m.is_local(i);
     s.context = state.kv[i].length + 1;
+    s.capacity = state.kv[i].max_len;         // the resident cache the design reads in place
     s.window = local ? m.sliding_window : 0;  // the design reads min(context, window) positions
     auto d = std::make_shared<const Design>(decode_layer_design(m.weights, s, m.columns));
     HostArgs a = pack_decode_layer(*d, m.layers[i], x, local ? rope_local : rope, state.kv[i]);
     run_design(*d, a, m.kernel);
-    state.kv[i].append(arg_bf16(*d, a, "kv_new", 2 * s.kv_heads * s.head_dim));
+    state.kv[i].append(kv_new_row(*d, a));
     x = arg_bf16(*d, a, "result", H);
     const double t = ms(t0);
     // The layer's ops, all inside this one decode_layer invocation (its time on the first).

@@ -41,6 +41,9 @@ struct SimDecoderModel {
 struct SimDecoderState {
   std::vector<SimKvCache> kv;  // per layer
   int64_t position = 0;
+  // Unique per constructed state (a copy continues the same sequence): a device holding this
+  // sequence's cache (DeviceFusedDecoder) knows when another one arrives.
+  uint64_t sequence_id = 0;
   SimDecoderState(const SimDecoderModel& m, int64_t max_len);
 };
 

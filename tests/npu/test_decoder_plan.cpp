@@ -111,3 +111,26 @@ TEST(DecoderPlan, LayersThatDoNotFitFallBackNamingTheResource) {
   EXPECT_TRUE(qkv_on_host);
   EXPECT_THROW(plan_decoder(DecoderPlanInput{}, {}), std::invalid_argument);
 }
+
+// DDR bytes per token itemise the resident cache's traffic: the KV read (every layer's whole
+// context, through decode_layer's fills) and the KV write (one row per layer, its drains); the
+// host moves only the embedding and RoPE rows to the device (no KV upload).
+TEST(DecoderPlan, ItemisesKvReadAndWriteOfTheResidentCache) {
+  const DecoderPlan p = plan_decoder(qwen3_06b(), {DType::I8, 1024, 8});
+  for (const DecoderLayerPlan& l : p.layers) ASSERT_TRUE(l.fused) << l.note;
+  EXPECT_EQ(p.kv_read_bytes, 28 * int64_t(2 * 8 * 1024 * 128 * 2));  // 256 positions per core: no padding
+  EXPECT_EQ(p.kv_write_bytes, 28 * int64_t(2 * 8 * 128 * 2));
+  EXPECT_EQ(p.kv_upload_bytes, 0);
+  EXPECT_EQ(p.host_upload_bytes(), 1024 * 2 + 128 * 4);
+  EXPECT_NE(p.text().find("KV write 114.7 KB (the new row)"), std::string::npos) << p.text();
+  EXPECT_NE(p.text().find("host -> device 2.56 KB (embedding row, RoPE row)"), std::string::npos) << p.text();
+  const nlohmann::json j = p.to_json();
+  EXPECT_EQ(j["ddr_bytes_per_token"]["kv_write"], p.kv_write_bytes);
+  EXPECT_EQ(j["ddr_bytes_per_token"]["total"].get<int64_t>(),
+            p.weight_bytes + p.kv_read_bytes + p.kv_write_bytes + j["ddr_bytes_per_token"]["other"].get<int64_t>());
+  // Gemma 3: a local layer reads its window (512 of 1024 positions), every layer writes one row.
+  const DecoderPlan g = plan_decoder(gemma3_270m(), {DType::I8, 1024, 8});
+  EXPECT_EQ(g.kv_write_bytes, 18 * int64_t(2 * 1 * 256 * 2));
+  EXPECT_EQ(g.kv_read_bytes, (15 * int64_t(512) + 3 * int64_t(1024)) * 2 * 256 * 2);
+  EXPECT_EQ(g.host_upload_bytes(), 640 * 2 + 2 * 256 * 4);  // two RoPE rows: the local layers' base
+}

@@ -127,3 +127,74 @@ TEST(FusedDesigns, FusedIsCheaperThanUnfusedDispatches) {
     }
   }
 }
+
+// decode_layer reads its KV cache in place (DecodeLayerShape::capacity): per column one fill per
+// K / V of the column's KV head, the 4 cores one stride (their position blocks) apart; the new row
+// drains into the same argument at its position, per K / V with all heads in one pattern while
+// the head stride fits the shim BD, one drain per head and per K / V beyond (Qwen3-0.6B's 40960
+// positions: 10 MiB per head); no kv_new argument.
+TEST(ResidentKvDesign, FillsAndDrainsTheResidentCache) {
+  for (const int64_t capacity : {int64_t(1024), int64_t(40960)}) {
+    DecodeLayerShape s = qwen3_06b();
+    s.context = 700, s.capacity = capacity;  // position 699
+    const Design d = decode_layer_design(DType::I8, s);
+    int kv = -1;
+    for (size_t i = 0; i < d.args.size(); ++i) {
+      EXPECT_NE(d.args[i].name, "kv_new");
+      if (d.args[i].name == "kv") kv = int(i);
+    }
+    ASSERT_GE(kv, 0);
+    const int64_t rows = kv_cache_rows(s), row_words = 128 * 2 / 4;
+    EXPECT_EQ(d.params.at("kv_rows"), rows);
+    EXPECT_EQ(d.args[size_t(kv)].bytes, 2 * 8 * rows * 128 * 2);
+    int fills = 0, drains = 0;
+    int64_t written = 0;
+    for (const SeqStep& st : d.sequence) {
+      if (st.op == SeqOp::Wait || st.arg != kv) continue;
+      if (st.op == SeqOp::Fill) {
+        // Column c holds KV head c (32 cores / 8 heads): K at row 0, V at row 8 x rows; the 4
+        // cores' blocks of ceil(700 / 4) = 175 positions, each padded to 176 (whole 2 KiB objects).
+        const int64_t col = std::stoi(st.fifo.substr(5)), which = fills % 2;
+        EXPECT_EQ(st.pattern.offset, (which * 8 + col) * rows * row_words) << st.fifo;
+        ASSERT_EQ(st.pattern.dims.size(), 3u);
+        EXPECT_EQ(st.pattern.dims[1].size, 4);
+        EXPECT_EQ(st.pattern.dims[1].stride, 175 * row_words);
+        EXPECT_EQ(st.pattern.bytes(), 4 * 176 * 128 * 2);
+        ++fills;
+      } else {
+        written += st.pattern.bytes();
+        ++drains;
+      }
+    }
+    EXPECT_EQ(fills, 2 * 8);
+    EXPECT_EQ(drains, capacity == 1024 ? 2 : 2 * 8) << capacity;
+    EXPECT_EQ(written, 2 * 8 * 128 * 2);  // one row: K and V of every head
+  }
+}
+
+// The validator names the step and the limit when a resident-cache pattern's stride is past the
+// shim's 2^20 words: with a KV head per core (32 KV heads on 32 cores) the column's 4 cores are
+// one head (capacity x head_dim) apart; 40000 positions x 64 x 2 bytes is 1.28 M words.
+TEST(ResidentKvDesign, StrideBeyondTheShimLimitIsRefusedNamingTheStep) {
+  DecodeLayerShape s{512, 32, 32, 64, 512, 100, true, false};
+  s.capacity = 4000;
+  EXPECT_NO_THROW(decode_layer_design(DType::I8, s));  // 4000 x 32 words per head: fits
+  s.capacity = 40000;
+  expect_refused([&] { return decode_layer_design(DType::I8, s); },
+                 {"sequence step", "(fill 'ddr_c0_l3l2')", "stride[1] = ", "exceeds the DMA limit 2^20"});
+  // The same design with the stride set by hand past the limit, and one within it.
+  s.capacity = 4000;
+  Design d = decode_layer_design(DType::I8, s);
+  for (SeqStep& st : d.sequence)
+    if (st.op == SeqOp::Fill && d.args[size_t(st.arg)].name == "kv") {
+      st.pattern.dims[1].stride = (int64_t(1) << 20) + 64;
+      break;
+    }
+  expect_refused([&] { validate_design(d); return d; }, {"(fill 'ddr_c0_l3l2')", "stride[1] = 1048640 words"});
+}
+
+TEST(ResidentKvDesign, CapacityBelowTheContextIsRefused) {
+  DecodeLayerShape s = qwen3_06b();
+  s.capacity = 10;
+  expect_refused([&] { return decode_layer_design(DType::I8, s); }, {"decode_layer", "KV capacity 10", "context 1024"});
+}

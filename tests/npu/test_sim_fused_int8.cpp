@@ -218,7 +218,7 @@ TEST(SimFusedInt8, DecodeLayerEqualsItsPiecesBitForBitAndUnfusedInt8WithinTolera
     const std::vector<float> rr = rope(s.head_dim, kv.length);
     HostArgs a = pack_decode_layer(d, w, x, rr, kv);
     run_design(d, a, c.k);
-    const Vec y = arg_bf16(d, a, "result", s.hidden), kv_new = arg_bf16(d, a, "kv_new", 2 * s.kv_heads * s.head_dim);
+    const Vec y = arg_bf16(d, a, "result", s.hidden), kv_new = kv_new_row(d, a);
 
     const LayerOut ref = reference_layer(c.s, w, x, rr, kv, c.k, c.columns, false);
     EXPECT_TRUE(same_bits(y, ref.y)) << c.what << ": result differs from the pieces, rel " << rel_err(y, ref.y);

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 
+#include "core/sha256.h"
 #include "models/decoder.h"
 #include "models/decoder_spec.h"
 #include "models/spec.h"
@@ -298,5 +299,54 @@ TEST(SimFusedInt8Llm, GreedyTokensAndLogitsNearTheHostF32) {
     EXPECT_LE(worst, 0.08) << name;  // int8 weights and activations through every layer and the head
     EXPECT_EQ(last.cost.run.dispatches, 1);
     for (const auto& [design, n] : last.cost.designs) EXPECT_NE(design.find("_int8_"), std::string::npos) << design;
+  }
+}
+
+// The fused plan's tokens and KV cache, bit for bit, as recorded before decode_layer read a
+// resident cache in place (the KV part was packed per token then): the padded per-core blocks
+// and the in-place reads change the stream, not the numerics. 11 positions (5 prompt, 6 greedy,
+// int8 and bf16 weights); Gemma 3 with window 6, so its local layers decode past the window.
+// The digest: sha256 over every token's logits then every layer's K and V rows.
+std::string fused_digest(const char* name, int64_t window, DType weights) {
+  const Fixture fx = load(name);
+  DecoderSpec s = fx.spec;
+  if (window > 0) s.sliding_window = window;
+  SimDecoderModel m = sim_model(s, *fx.weights);
+  m.weights = weights;
+  SimDecoderState st(m, 24);
+  std::vector<uint8_t> bytes;
+  auto add = [&](const void* p, size_t n) {
+    bytes.insert(bytes.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+  };
+  std::vector<int32_t> ids = {2, 17, 42, 99, 7};
+  for (size_t t = 0; t < 11; ++t) {
+    const SimTokenResult r = fused_decode_token(m, ids[t], st);
+    add(r.logits.data(), r.logits.size() * 4);
+    if (t + 1 >= ids.size()) ids.push_back(argmax(r.logits.data(), s.vocab_size));
+  }
+  for (const SimKvCache& kv : st.kv)
+    for (int64_t h = 0; h < kv.kv_heads; ++h) {
+      add(kv.k.data() + h * kv.max_len * kv.head_dim, size_t(kv.length * kv.head_dim) * 2);
+      add(kv.v.data() + h * kv.max_len * kv.head_dim, size_t(kv.length * kv.head_dim) * 2);
+    }
+  return sha256_hex(bytes.data(), bytes.size());
+}
+
+TEST(SimFusedResidentKv, TokensAndCacheBitIdenticalToThePackedCache) {
+  const struct {
+    const char* fixture;
+    int64_t window;
+    DType weights;
+    const char* digest;
+  } cases[] = {
+      {"qwen3", 0, DType::BF16, "23f0eafdefd19f1d317f9cc79426edf3a4c7c0106fe6f10c3d09e87a7109f5e3"},
+      {"qwen3", 0, DType::I8, "1e5d80fe98e347668179d7ae9595722ed1e6d350569dafb59226d17be7fe4e9b"},
+      {"gemma3", 6, DType::BF16, "6952b91f428b2ede7dca4ec7156fe14ac8a250efa45e1ee9a691649df03a870a"},
+      {"gemma3", 6, DType::I8, "9821e8d07cd5bb5906d771f89bf9405376b93c2d1675b933d1edc34b57f95869"},
+  };
+  for (const auto& c : cases) {
+    const std::string d = fused_digest(c.fixture, c.window, c.weights);
+    std::printf("%s %s: %s\n", c.fixture, std::string(dtype_name(c.weights)).c_str(), d.c_str());
+    EXPECT_EQ(d, c.digest) << c.fixture << " " << dtype_name(c.weights);
   }
 }

@@ -71,7 +71,7 @@ const std::set<std::string>& written_kernels() {
       "eltwise_mul_bf16", "eltwise_gelu_bf16", "eltwise_exp_bf16", "eltwise_scale_bf16", "eltwise_silu_bf16",
       "rope_bf16", "attention_partial_bf16", "attention_encoder_bf16", "mlp_fused_bf16", "conv2d_bf16",
       "qkv_rope_bf16", "attention_decode_bf16", "lm_head_bf16", "decode_layer_bf16", "decode_layer_int8",
-      "lm_head_int8"};
+      "lm_head_int8", "matmul_bfp16"};
   return written;
 }
 
@@ -795,7 +795,8 @@ std::vector<std::string> emit_design_dir(const Design& d, const std::string& dir
     const KernelSource src = *kernel_source(k->name);
     objs += " " + k->name + ".o";
     std::string defs;
-    if (src.source.find("mm.cc") != std::string::npos)
+    // mm.cc and matmul_bfp16.cc (its L1 accumulator) are built for the design's tile.
+    if (src.source.find("mm.cc") != std::string::npos || k->name == "matmul_bfp16")
       defs = " -DDIM_M=" + std::to_string(k->args.count("m") ? k->args.at("m") : 0) + " -DDIM_K=" +
              std::to_string(k->args.count("k") ? k->args.at("k") : 0) + " -DDIM_N=" +
              std::to_string(k->args.count("n") ? k->args.at("n") : 0);

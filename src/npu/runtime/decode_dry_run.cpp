@@ -51,11 +51,11 @@ std::vector<Design> decode_token_designs(const DecoderPlan& plan) {
   std::vector<Design> out;
   // Every generator the planner may call for a layer (planner.cpp, plan_decoder), keyed by the
   // design name it returns; those that refuse the shape are simply absent.
-  auto candidates = [&](const DecodeLayerShape& s) {
+  auto candidates = [&](const DecodeLayerShape& s, const DecodeLayerShape& sl) {
     std::map<std::string, Design> by_name;
     const int64_t q = s.heads * s.head_dim;
     const std::vector<std::function<Design()>> makes = {
-        [&] { return decode_layer_design(t, s, cols); },
+        [&] { return decode_layer_design(t, sl, cols); },
         [&] { return qkv_rope_design(t, s, cols); },
         [&] { return attention_decode_design(s, cols); },
         [&] { return gemv_design(t, s.hidden, q, cols); },
@@ -78,7 +78,13 @@ std::vector<Design> decode_token_designs(const DecoderPlan& plan) {
   for (const DecoderLayerPlan& lp : plan.layers) {
     DecodeLayerShape s = m.shape;
     s.context = lp.local ? std::min(o.context, m.sliding_window) : o.context;
-    const std::map<std::string, Design> by_name = candidates(s);
+    s.window = lp.local ? m.sliding_window : 0;
+    // decode_layer as the planner makes it: position context - 1 of a resident cache of
+    // `context` positions, the window applied by the design.
+    DecodeLayerShape sl = s;
+    sl.context = o.context;
+    sl.capacity = o.context;
+    const std::map<std::string, Design> by_name = candidates(s, sl);
     for (const std::string& name : lp.designs) {
       auto it = by_name.find(name);
       if (it == by_name.end())
@@ -454,13 +460,13 @@ DecodeDryRun dry_run_designs(std::vector<Design> invocations, const std::string&
 FusedDeviceDryRun fused_device_dry_run(const SimDecoderModel& m, SimDecoderState state, std::span<const int32_t> ids,
                                        const std::string& work_dir, DeviceRuntimeOptions runtime) {
   FusedDeviceDryRun r;
+  const int64_t max_len = state.kv.empty() ? 0 : state.kv[0].max_len;  // the resident cache's capacity
   artifacts::Manifest loaded =
-      write_placeholder_artifacts(fused_token_designs(m, state.position), work_dir, "decode", m.columns);
+      write_placeholder_artifacts(fused_token_designs(m, state.position, max_len), work_dir, "decode", m.columns);
   auto io = std::make_unique<driver::DryRunIo>();
   driver::DryRunIo* rec = io.get();
   DeviceRuntime rt(std::move(io), std::move(loaded), runtime);
   const size_t open_records = rec->records().size();
-  const int64_t max_len = state.kv.empty() ? 0 : state.kv[0].max_len;
   DeviceFusedDecoder dec(rt, m, max_len);
   r.load_records.assign(rec->records().begin() + std::ptrdiff_t(open_records), rec->records().end());
   for (int32_t id : ids) {
@@ -468,7 +474,7 @@ FusedDeviceDryRun fused_device_dry_run(const SimDecoderModel& m, SimDecoderState
     const int64_t position = state.position;
     r.logits.push_back(dec.decode(id, state));
     DecodeDryRun t;
-    t.invocations = fused_token_designs(m, position);
+    t.invocations = fused_token_designs(m, position, max_len);
     t.records.assign(rec->records().begin() + std::ptrdiff_t(first_record), rec->records().end());
     t.submissions.assign(rec->submitted().begin() + std::ptrdiff_t(first_submission), rec->submitted().end());
     collect_commands(t, *rec);

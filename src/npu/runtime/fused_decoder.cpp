@@ -23,15 +23,16 @@ uint64_t arg_size(const Design& d, const std::string& name) { return uint64_t(d.
 
 // Layer `layer`'s shape at `context`: a sliding-window layer (Gemma 3's local ones) reads the last
 // min(context, window) positions, as fused_decode_token sets it. post_norms come with m.shape.
-DecodeLayerShape layer_shape(const SimDecoderModel& m, size_t layer, int64_t context) {
+DecodeLayerShape layer_shape(const SimDecoderModel& m, size_t layer, int64_t context, int64_t capacity) {
   DecodeLayerShape s = m.shape;
   s.context = context;
+  s.capacity = std::max(capacity, context);
   s.window = m.is_local(layer) ? m.sliding_window : 0;
   return s;
 }
 
-Design layer_design(const SimDecoderModel& m, size_t layer, int64_t context) {
-  return decode_layer_design(m.weights, layer_shape(m, layer, context), m.columns);
+Design layer_design(const SimDecoderModel& m, size_t layer, int64_t context, int64_t capacity = 0) {
+  return decode_layer_design(m.weights, layer_shape(m, layer, context, capacity), m.columns);
 }
 
 Design head_design(const SimDecoderModel& m) { return lm_head_design(m.weights, m.vocab, m.shape.hidden, m.columns); }
@@ -46,9 +47,9 @@ std::span<uint8_t> upload(DeviceRuntime& rt, const std::vector<uint8_t>& bytes) 
 
 }  // namespace
 
-std::vector<Design> fused_token_designs(const SimDecoderModel& m, int64_t position) {
+std::vector<Design> fused_token_designs(const SimDecoderModel& m, int64_t position, int64_t capacity) {
   std::vector<Design> d;
-  for (size_t i = 0; i < m.layers.size(); ++i) d.push_back(layer_design(m, i, position + 1));
+  for (size_t i = 0; i < m.layers.size(); ++i) d.push_back(layer_design(m, i, position + 1, capacity));
   d.push_back(head_design(m));
   return d;
 }
@@ -73,14 +74,15 @@ DeviceFusedDecoder::DeviceFusedDecoder(DeviceRuntime& rt, const SimDecoderModel&
   const std::vector<aie::bf16> zero_x(size_t(H), aie::bf16{});
   const std::vector<float> zero_rope(size_t(m.shape.head_dim), 0.0f);
   const SimKvCache empty(m.shape.kv_heads, m.shape.head_dim, 1);
+  // The resident cache's layout: every token's design at this capacity has the same kv argument.
+  const Design dk = layer_design(m, 0, 1, max_len);
+  kv_rows_ = dk.params.at("kv_rows"), kv_heads_alloc_ = dk.params.at("kv_heads_alloc");
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const HostArgs a = pack_decode_layer(d1, m.layers[i], zero_x, zero_rope, empty);
     LayerBuffers b;
     b.weights = upload(rt, a[arg_index(d1, "weights")]);
     b.weights_rest = upload(rt, a[arg_index(d1, "weights_rest")]);
-    // The largest kv argument of this layer: at max_len (a local layer's stops at its window).
-    b.kv = rt.allocate_resident(arg_size(layer_design(m, i, max_len), "kv"));
-    b.kv_new = rt.allocate_resident(arg_size(d1, "kv_new"));
+    b.kv = rt.allocate_resident(arg_size(dk, "kv"));  // zero: no position cached yet
     layers_.push_back(b);
   }
   const HostArgs h = pack_lm_head(head, m.final_norm, m.head, zero_x);
@@ -121,26 +123,28 @@ std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state
     rt_.sync_to_device(rope_local_);
   }
 
-  // Each layer's kv argument: the cache plus the new token's slot, zero (as pack_decode_layer
-  // lays it out: the attention_decode packer has the same kv geometry and reads `context` rows,
-  // the last min(pos + 1, window) ones for a sliding-window layer).
-  const std::vector<Design> designs = fused_token_designs(m_, pos);
-  const std::vector<aie::bf16> zero_row(size_t(2 * kvd), aie::bf16{}),
-      zero_q(size_t(m_.shape.heads * D), aie::bf16{});
+  // The cache stays in the BOs; only rows the host state holds and the BOs do not (a prefill run
+  // on the host) are written, once.
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (state.kv[i].length != pos)
+      throw std::invalid_argument("npu: layer " + std::to_string(i) + "'s cache is not at the position");
+  if (state.sequence_id != sequence_id_ || device_length_ > pos) device_length_ = 0;  // another sequence
+  sequence_id_ = state.sequence_id;
+  for (size_t i = 0; i < layers_.size() && device_length_ < pos; ++i)
+    for (int64_t which = 0; which < 2; ++which)
+      for (int64_t h = 0; h < m_.shape.kv_heads; ++h) {
+        const SimKvCache& kv = state.kv[i];
+        const size_t at = size_t(((which * kv_heads_alloc_ + h) * kv_rows_ + device_length_) * D * 2);
+        const size_t n = size_t((pos - device_length_) * D * 2);
+        std::memcpy(layers_[i].kv.data() + at, (which == 0 ? kv.k : kv.v).data() + (h * kv.max_len + device_length_) * D, n);
+        rt_.sync_to_device(layers_[i].kv.subspan(at, n));
+      }
+  device_length_ = pos;
+  const std::vector<Design> designs = fused_token_designs(m_, pos, max_len_);
   std::vector<DesignCall> calls;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    SimKvCache& kv = state.kv[i];
-    if (kv.length != pos) throw std::invalid_argument("npu: layer " + std::to_string(i) + "'s cache is not at the position");
-    DecodeLayerShape s = layer_shape(m_, i, pos + 1);
-    if (s.window > 0) s.context = std::min(s.context, s.window);
-    const Design attn = attention_decode_design(s, m_.columns);
-    kv.append(zero_row);
-    const HostArgs ka = pack_attention_decode(attn, zero_q, kv);
-    const std::vector<uint8_t>& kb = ka[arg_index(attn, "kv")];
     const Design& d = designs[i];
-    if (kb.size() != arg_size(d, "kv")) throw std::logic_error("npu: kv argument size differs from the design's");
-    std::memcpy(layers_[i].kv.data(), kb.data(), kb.size());
-    rt_.sync_to_device(layers_[i].kv.first(kb.size()));
+    if (arg_size(d, "kv") != layers_[i].kv.size()) throw std::logic_error("npu: kv argument size differs from the design's");
     DesignCall c{&d, std::vector<std::span<uint8_t>>(d.args.size())};
     const auto bind = [&](const char* name, std::span<uint8_t> buf) {
       const size_t a = arg_index(d, name);
@@ -152,7 +156,6 @@ std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state
     bind("kv", layers_[i].kv);
     bind("weights_rest", layers_[i].weights_rest);
     bind("result", act_[(i + 1) % 2]);
-    bind("kv_new", layers_[i].kv_new);
     for (size_t a = 0; a < c.args.size(); ++a)
       if (c.args[a].data() == nullptr) throw std::logic_error("npu: argument " + d.args[a].name + " of " + d.name + " not bound");
     calls.push_back(std::move(c));
@@ -168,16 +171,19 @@ std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state
 
   rt_.run_sequence(calls);  // one CMD_CHAIN, one EXEC_CMD, one wait
 
-  // Read back the new K/V rows (placed in the zero slot) and the logits only.
+  // The new K/V rows (the decode_layer drained them into the cache BOs at row pos) into the
+  // host state, and the logits.
+  std::vector<aie::bf16> row(size_t(2 * kvd));
   for (size_t i = 0; i < layers_.size(); ++i) {
-    rt_.sync_from_device(layers_[i].kv_new);
-    SimKvCache& kv = state.kv[i];
-    const aie::bf16* row = reinterpret_cast<const aie::bf16*>(layers_[i].kv_new.data());
-    for (int64_t h = 0; h < kv.kv_heads; ++h) {
-      std::memcpy(kv.k.data() + (h * kv.max_len + pos) * D, row + h * D, size_t(D) * 2);
-      std::memcpy(kv.v.data() + (h * kv.max_len + pos) * D, row + kvd + h * D, size_t(D) * 2);
-    }
+    for (int64_t which = 0; which < 2; ++which)
+      for (int64_t h = 0; h < m_.shape.kv_heads; ++h) {
+        const size_t at = size_t(((which * kv_heads_alloc_ + h) * kv_rows_ + pos) * D * 2);
+        rt_.sync_from_device(layers_[i].kv.subspan(at, size_t(D) * 2));
+        std::memcpy(row.data() + which * kvd + h * D, layers_[i].kv.data() + at, size_t(D) * 2);
+      }
+    state.kv[i].append(row);
   }
+  device_length_ = pos + 1;
   rt_.sync_from_device(logits_);
   HostArgs out(hd.args.size());
   out[arg_index(hd, "out")].assign(logits_.begin(), logits_.end());

@@ -14,15 +14,15 @@
 // Gemma 3: a sliding-window layer's decode_layer reads the last min(context, window) positions
 // (DecodeLayerShape::window, a runtime parameter: same design and artifact as the global layers)
 // and the sandwich-norm gammas travel in weights_rest (the "_pn" designs).
-// Per token: the host writes the embedding row, the RoPE row(s) and each layer's `kv` argument,
-// submits the token's invocations as one run_sequence (one CMD_CHAIN, one EXEC_CMD, one wait),
-// and reads back only each layer's `kv_new` row and the logits.
-//
-// The KV cache is kept by the host (SimDecoderState, bf16 [kv_head][pos][dim], as npu-sim keeps
-// it) and packed into the `kv` argument every token: the design's kv layout splits positions
-// over cores by the context, so it changes as the context grows, and the new row comes back
-// through `kv_new` (the design does not write the cache). A device-resident cache needs a
-// design whose kv argument is the cache itself (docs/npu-runtime.md, "Fused decode on the device").
+// The KV cache is device-resident: per layer one BO holds decode_layer's `kv` argument, the
+// cache in the design's layout (DecodeLayerShape::capacity = max_len), made once. The design
+// reads it in place through its fill patterns and drains the new token's K/V row into it; the
+// host never writes it per token. Rows the host state holds that the BO does not (a prefill
+// done on the host) are written once, before the first token that needs them.
+// Per token: the host writes the embedding row and the RoPE row(s), submits the token's
+// invocations as one run_sequence (one CMD_CHAIN, one EXEC_CMD, one wait), and reads back the
+// logits and each layer's new K/V row (from the cache BO, to keep the host's SimDecoderState
+// in step; nothing reads it on the device path).
 #pragma once
 #include <cstdint>
 #include <span>
@@ -38,7 +38,9 @@ namespace xdna::npu {
 // The designs of the token at `position` (the KV cache holds `position` rows), in invocation
 // order: decode_layer (at m.weights: bf16 or int8; context = position + 1, window set on
 // sliding-window layers) per layer, then lm_head, exactly the ones fused_decode_token builds.
-std::vector<Design> fused_token_designs(const SimDecoderModel& m, int64_t position);
+// capacity: the KV cache positions the decode_layer designs' resident `kv` argument holds
+// (0: position + 1).
+std::vector<Design> fused_token_designs(const SimDecoderModel& m, int64_t position, int64_t capacity = 0);
 
 // Why `rt` cannot run the fused plan of `m` (the decode_layer or lm_head design has no compiled
 // artifact: "no compiled artifact for design NAME in DIR"), or "" when it can.
@@ -60,10 +62,12 @@ class DeviceFusedDecoder {
   std::span<const uint8_t> layer_weights_rest(size_t i) const { return layers_.at(i).weights_rest; }
   std::span<const uint8_t> head_weights() const { return head_weights_; }
   int64_t tokens() const { return tokens_; }
+  // Layer i's resident KV cache BO (decode_layer's `kv` argument).
+  std::span<const uint8_t> layer_kv(size_t i) const { return layers_.at(i).kv; }
 
  private:
   struct LayerBuffers {
-    std::span<uint8_t> weights, weights_rest, kv, kv_new;
+    std::span<uint8_t> weights, weights_rest, kv;
   };
   DeviceRuntime& rt_;
   const SimDecoderModel& m_;
@@ -71,6 +75,9 @@ class DeviceFusedDecoder {
   std::vector<LayerBuffers> layers_;
   std::span<uint8_t> head_weights_, act_[2], rope_, rope_local_, logits_;
   int64_t tokens_ = 0;
+  int64_t kv_rows_ = 0, kv_heads_alloc_ = 0;  // the resident cache's layout (design params)
+  int64_t device_length_ = 0;                 // positions the cache BOs hold
+  uint64_t sequence_id_ = 0;                  //   of this sequence (SimDecoderState::sequence_id)
 };
 
 }  // namespace xdna::npu
