@@ -77,8 +77,10 @@ void BM_GgmlRows(benchmark::State& state) {
   xr.q_xsum16 = xsum16.data();
   xr.q_neg8sum4 = neg8sum4.data();
   host::WeightRows wr{t, reinterpret_cast<const uint8_t*>(w.raw()), dtype_bytes(t, K), n, K};
-  const host::RowsKernel rows = t == DType::Q6_K ? kern.rows_q6_k : kern.rows_q4_0;
-  float (*dot)(const uint8_t*, const host::XRow&) = t == DType::Q6_K ? kern.dot_q6_k : kern.dot_q4_0;
+  const host::RowsKernel rows = t == DType::Q6_K ? kern.rows_q6_k : t == DType::Q8_0 ? kern.rows_q8_0 : kern.rows_q4_0;
+  float (*dot)(const uint8_t*, const host::XRow&) = t == DType::Q6_K   ? kern.dot_q6_k
+                                                    : t == DType::Q8_0 ? kern.dot_q8_0
+                                                                       : kern.dot_q4_0;
   std::vector<float> y(n);
   for (auto _ : state) {
     if (row_kernel) {
@@ -93,7 +95,7 @@ void BM_GgmlRows(benchmark::State& state) {
   state.SetLabel(std::string(dtype_name(t)) + (row_kernel ? " row kernel" : " one-row dot"));
 }
 BENCHMARK(BM_GgmlRows)
-    ->ArgsProduct({{int(DType::Q4_0), int(DType::Q6_K)}, {28, 128}, {0, 1}})
+    ->ArgsProduct({{int(DType::Q8_0), int(DType::Q4_0), int(DType::Q6_K)}, {28, 128}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

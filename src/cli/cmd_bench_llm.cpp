@@ -23,6 +23,7 @@
 #include "host/matmul_bench.h"
 #include "models/decoder.h"
 #include "pipeline/llm.h"
+#include "pipeline/sampler.h"
 #include "weights/gguf.h"
 #include "weights/source.h"
 
@@ -92,9 +93,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // Greedy pick from the last row of [rows, vocab] logits.
 int32_t argmax(const Tensor& logits) {
-  const auto v = logits.to_vector();
-  const auto last_row = v.end() - logits.shape().back();
-  return static_cast<int32_t>(std::max_element(last_row, v.end()) - last_row);
+  const int64_t vocab = logits.shape().back();
+  if (logits.dtype() != DType::F32 || !logits.is_contiguous()) {
+    const auto v = logits.to_vector();
+    return first_argmax({v.data() + v.size() - vocab, static_cast<size_t>(vocab)});
+  }
+  return first_argmax({logits.data<float>() + logits.numel() - vocab, static_cast<size_t>(vocab)});
 }
 
 void run_bench_llm(const BenchLlmOptions& o) {

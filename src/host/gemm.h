@@ -117,15 +117,18 @@ struct IsaKernels {
   // The same deinterleaved for the int4 dots (q_even | q_odd, q_corr8, q_scale8; K % 32 == 0).
   void (*quantize_x_q8)(const float* x, int64_t K, int8_t* q, int32_t* corr8, float* scale8) = nullptr;
   // Q4_0 row kernel, four rows per pass (gemm_ggml_avx512.cpp; needs AVX-512 VNNI): reads q_s8,
-  // q_scale4, q_neg8sum4. (Q8_0 keeps the one-row dot: its two interleaved far-apart streams
-  // measured faster than four adjacent rows, being bandwidth-bound rather than compute-bound.)
+  // q_scale4, q_neg8sum4.
   RowsKernel rows_q4_0 = nullptr;
   // Q6_K row kernel, four rows per pass (gemm_ggml_avx512.cpp; AVX-512 VNNI): q_s8, q_scale4, q_xsum16.
   RowsKernel rows_q6_k = nullptr;
+  // Q8_0 row kernel, four rows per pass (gemm_ggml_avx512.cpp; AVX-512 VNNI): q_s8, q_scale4.
+  // Bit-identical to dot_q8_0.
+  RowsKernel rows_q8_0 = nullptr;
 };
 
 void rows_q4_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
 void rows_q6_k_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
+void rows_q8_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
 
 // The AVX2 panel packer, shared by the AVX-512 table (every AVX-512 CPU has AVX2).
 void pack_panel_avx2(const float* const* src, int64_t nr, int64_t NR, int64_t kc, float* dst);

@@ -796,7 +796,8 @@ const IsaKernels& avx512_kernels() {
                                quantize_x_s8,
                                quantize_x_q8,
                                rows_q4_0_avx512,
-                               rows_q6_k_avx512};
+                               rows_q6_k_avx512,
+                               rows_q8_0_avx512};
   return k;
 }
 

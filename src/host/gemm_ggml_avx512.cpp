@@ -77,6 +77,61 @@ void q4_0_rows(const uint8_t* const* row, const uint8_t* ahead, const XRow& x, f
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
+// Q8_0 (34-byte blocks: f16 d, int8 q[32]), R rows per pass, two blocks per 512-bit step.
+// Bit-identical to the one-row dot_q8_0 (gemm_avx512.cpp): the same integer sums (vpdpbusd of
+// |q| against x with q's sign), the same f32 products (d·x_scale, then one FMA per block into 8
+// lanes) and the same accumulators: lanes 0-7 take the even blocks (its acc0), lanes 8-15 the odd
+// ones (its acc1), summed in its order at the end. What changes is the per-block scalar work:
+// x, its scale and the sign mask are loaded once per step for all R rows, and d comes in as two
+// f16 lanes converted together.
+inline float hsum_halves(__m512 acc) {
+  const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+constexpr int kQ8Bytes = 34;
+
+template <int R>
+void q8_0_rows(const uint8_t* const* row, const uint8_t* ahead, const XRow& x, float* out) {
+  const int64_t blocks = x.k / 32;
+  const __m512i zero = _mm512_setzero_si512();
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    const __m512i xv = _mm512_loadu_si512(x.q_s8 + b * 32);
+    // x_scale of block b in lanes 0-7, of block b + 1 in lanes 8-15.
+    const __m512 sx = _mm512_loadu_ps(x.q_scale4 + b * 8);
+    prefetch_span(ahead + b * R * kQ8Bytes, 2 * R * kQ8Bytes);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* p = row[r] + b * kQ8Bytes;
+      const __m512i q = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kQ8Bytes + 2)), 1);
+      const __m512i xs = _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(q), zero, xv);
+      const __m512i s = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(q), xs);
+      const __m512 d = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16(static_cast<short>(p[34] | (p[35] << 8))),
+                                                        _mm_set1_epi16(static_cast<short>(p[0] | (p[1] << 8)))));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, sx), acc[r]);
+    }
+  }
+  if (b < blocks) {  // an odd last block goes to the even accumulator, as in the one-row dot
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q_s8 + b * 32));
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* p = row[r] + b * kQ8Bytes;
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+      const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(q), _mm256_sign_epi8(xv, q));
+      const __m256 dxs = _mm256_set1_ps(_cvtsh_ss(static_cast<unsigned short>(p[0] | (p[1] << 8))) * x.q_scale4[b * 8]);
+      const __m256 lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dxs, _mm512_castps512_ps256(acc[r]));
+      acc[r] = _mm512_insertf32x8(acc[r], lo, 0);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum_halves(acc[r]);
+}
+
 // Q6_K (210-byte super-blocks of 256: ql[128], qh[64], int8 scales[16], f16 d), four rows per
 // pass. Value v of half h (128 values) is (low or high nibble of ql[64h + v % 64]) | (2 bits of
 // qh[32h + v % 32]) << 4, stored + 32. The one-row dot (gemm_avx512.cpp) spent ~11 vector ops per
@@ -152,6 +207,10 @@ void rows_by_four(const WeightRows& w, int64_t n, int count, const XRow& x, floa
 
 void rows_q4_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out) {
   rows_by_four<q4_0_rows<4>, q4_0_rows<1>>(w, n, count, x, out);
+}
+
+void rows_q8_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out) {
+  rows_by_four<q8_0_rows<4>, q8_0_rows<1>>(w, n, count, x, out);
 }
 
 void rows_q6_k_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out) {

@@ -142,6 +142,7 @@ RowsKernel rows_kernel(const IsaKernels& kern, const WeightRows& w) {
     case DType::BFP16: return has_avx512_vnni() && K % 64 == 0 ? kern.rows_bfp16 : nullptr;
     case DType::Q4_0: return has_avx512_vnni() ? kern.rows_q4_0 : nullptr;
     case DType::Q6_K: return has_avx512_vnni() ? kern.rows_q6_k : nullptr;
+    case DType::Q8_0: return has_avx512_vnni() ? kern.rows_q8_0 : nullptr;
     default: return nullptr;
   }
 }

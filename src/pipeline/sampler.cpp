@@ -29,6 +29,29 @@ void validate(const SamplingParams& p) {
   if (p.top_logprobs < 0 || p.top_logprobs > 20) bad("top_logprobs", "must be in [0, 20]", p.top_logprobs);
 }
 
+int32_t first_argmax(std::span<const float> v) {
+  constexpr int L = 16;
+  const size_t n = v.size();
+  const float* x = v.data();
+  float best[L];
+  int32_t at[L];
+  for (int j = 0; j < L; j++) best[j] = -INFINITY, at[j] = -1;
+  size_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int j = 0; j < L; j++) {  // elementwise: compiles to compare + blend
+      const bool more = x[i + j] > best[j];
+      best[j] = more ? x[i + j] : best[j];
+      at[j] = more ? static_cast<int32_t>(i + j) : at[j];
+    }
+  for (int j = 0; i + j < n; j++)
+    if (x[i + j] > best[j]) best[j] = x[i + j], at[j] = static_cast<int32_t>(i + j);
+  int32_t r = -1;
+  float m = -INFINITY;
+  for (int j = 0; j < L; j++)
+    if (at[j] >= 0 && (r < 0 || best[j] > m || (best[j] == m && at[j] < r))) m = best[j], r = at[j];
+  return r < 0 ? 0 : r;  // every value -inf: index 0, as std::max_element
+}
+
 Sampler::Sampler(const SamplingParams& params) : p_(params), rng_(params.seed) { validate(params); }
 
 TokenChoice Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
@@ -67,13 +90,8 @@ TokenChoice Sampler::sample(std::span<const float> logits, std::span<const int32
   }
 
   // Log-softmax of the penalised logits (the model's distribution, as OpenAI reports it).
-  float max_l = -INFINITY;
-  size_t argmax = 0;
-  for (size_t i = 0; i < n; i++)
-    if (adjusted_[i] > max_l) {
-      max_l = adjusted_[i];
-      argmax = i;
-    }
+  const size_t argmax = static_cast<size_t>(first_argmax(adjusted_));
+  const float max_l = adjusted_[argmax];
   double sum = 0;
   for (size_t i = 0; i < n; i++) sum += std::exp(static_cast<double>(adjusted_[i]) - max_l);
   const float log_z = max_l + static_cast<float>(std::log(sum));

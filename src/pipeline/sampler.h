@@ -26,6 +26,11 @@ struct SamplingParams {
   int32_t top_logprobs = 0;  // 0..20 alternatives to report per token
 };
 
+// The index of the first largest value (std::max_element's answer for NaN-free input), in one
+// vectorised pass: 16 lanes each keep their first maximum and its index, then the lanes merge
+// (largest value, smallest index). Greedy decoding needs no softmax, only this. n must be >= 1.
+int32_t first_argmax(std::span<const float> v);
+
 // Throws std::invalid_argument naming the field that is out of range.
 void validate(const SamplingParams& p);
 

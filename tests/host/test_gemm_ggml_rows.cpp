@@ -1,5 +1,5 @@
-// The four-rows-at-a-time GEMV kernels for GGML Q4_0 and Q6_K (gemm_ggml_avx512.cpp) against
-// scalar references written from the GGML block layouts, on the same int8-quantized x: the integer
+// The four-rows-at-a-time GEMV kernels for GGML Q4_0, Q6_K and Q8_0 (gemm_ggml_avx512.cpp) against
+// scalar references (Q8_0: bit-identical to its one-row dot) written from the GGML block layouts, on the same int8-quantized x: the integer
 // block sums must be exact, so the result may differ only by f32 rounding. Odd row counts (groups
 // of four plus a remainder) and odd block counts (Q4_0's 256-bit tail). The AVX2 and scalar paths
 // of the same matmuls: test_matmul.cpp.
@@ -221,7 +221,51 @@ TEST(GemmGgmlRows, Q6_KExtremeValues) {
   }
 }
 
-// Through host::matmul: the AVX-512 GEMV (the Q4_0 and Q6_K row kernels, the Q8_0 dot) and the
+// Q8_0 rows (f16 d, int8 q[32]; q = -128 included) against the one-row AVX-512 dot on the same x:
+// bit-identical (the same integer sums, products and accumulation order), and near a double
+// reference. Odd block counts take the 256-bit tail; odd row counts the one-row remainder.
+TEST(GemmGgmlRows, Q8_0BitIdenticalToOneRowDot) {
+  if (!has_kernels()) GTEST_SKIP() << "no AVX-512 VNNI";
+  uint32_t seed = 500;
+  for (int64_t N : {1, 3, 4, 5, 16, 23, 37})
+    for (int64_t K : {32, 64, 96, 640, 1056}) {
+      std::mt19937 rng(seed++);
+      std::vector<uint8_t> bytes(N * K / 32 * 34);
+      for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+      for (int64_t b = 0; b < N * K / 32; ++b) {  // finite scales of about 2^-8 .. 2^-5, either sign
+        const uint16_t d = static_cast<uint16_t>(((rng() & 1) << 15) | ((7 + rng() % 4) << 10) | (rng() & 1023));
+        std::memcpy(bytes.data() + b * 34, &d, 2);
+        if (b % 3 == 0) bytes[b * 34 + 2 + rng() % 32] = 0x80;  // q = -128
+      }
+      const std::vector<float> x = random_x(K, rng);
+      const Quantized xq = quantize(x);
+      const XRow xr = ggml_x(x, xq);
+      const WeightRows w{DType::Q8_0, bytes.data(), K / 32 * 34, N, K};
+      std::vector<float> out(N);
+      for (int64_t n = 0; n < N; n += kGemvRows) {
+        const int count = static_cast<int>(std::min<int64_t>(kGemvRows, N - n));
+        rows_q8_0_avx512(w, n, count, xr, out.data() + n);
+      }
+      for (int64_t n = 0; n < N; ++n) {
+        const float one = avx512_kernels().dot_q8_0(w.row(n), xr);
+        ASSERT_EQ(std::memcmp(&out[n], &one, sizeof(float)), 0)
+            << "N=" << N << " K=" << K << " row " << n << ": " << out[n] << " vs " << one;
+        double ref = 0, mag = 0;
+        for (int64_t b = 0; b < K / 32; ++b) {
+          const uint8_t* p = w.row(n) + b * 34;
+          uint16_t h;
+          std::memcpy(&h, p, 2);
+          int64_t dot = 0;
+          for (int j = 0; j < 32; ++j) dot += static_cast<int64_t>(static_cast<int8_t>(p[2 + j])) * xq.q[b * 32 + j];
+          ref += static_cast<double>(half_to_float(h)) * xq.scale4[b * 8] * static_cast<double>(dot);
+          mag += std::fabs(half_to_float(h)) * xq.scale4[b * 8] * 32 * 127 * 128;
+        }
+        ASSERT_NEAR(out[n], ref, 1e-6 * mag) << "N=" << N << " K=" << K << " row " << n;
+      }
+    }
+}
+
+// Through host::matmul: the AVX-512 GEMV (the Q4_0, Q6_K and Q8_0 row kernels) and the
 // AVX2 one-row dots agree to f32 rounding, both from the same quantized x.
 TEST(GemmGgmlRows, MatmulAgreesWithAvx2Path) {
   if (!has_kernels()) GTEST_SKIP() << "no AVX-512 VNNI";

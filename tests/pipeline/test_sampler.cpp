@@ -2,6 +2,7 @@
 // on the empirical distribution, penalties and log-probs against hand-computed values, and errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <stdexcept>
@@ -212,4 +213,33 @@ TEST(Sampler, MaskedTokensAreNeverDrawn) {
   std::vector<float> logits = {0.0f, -INFINITY, 0.0f, -INFINITY};
   EXPECT_EQ(drawn(params(1.0f), logits, 500), (std::set<int32_t>{0, 2}));
   EXPECT_EQ(drawn(params(1.0f, 0, 0.9f), logits, 500), (std::set<int32_t>{0, 2}));
+}
+
+// first_argmax against std::max_element (the first largest value): every length around the 16-lane
+// step, the maximum at every position, ties (several copies of the maximum, in several lanes),
+// -inf entries and an all -inf row, and a large random vocabulary.
+TEST(Sampler, FirstArgmaxMatchesMaxElement) {
+  auto expect = [](const std::vector<float>& v) {
+    const auto want = static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+    ASSERT_EQ(xdna::first_argmax(v), want) << "n=" << v.size();
+  };
+  for (size_t n = 1; n <= 50; n++)
+    for (size_t at = 0; at < n; at++) {
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; i++) v[i] = static_cast<float>((i * 7) % 5) - 10.0f;
+      v[at] = 3.0f;
+      expect(v);
+      if (at + 17 < n) v[at + 17] = 3.0f;  // a later tie in another lane
+      if (at >= 5) v[at - 5] = 3.0f;       // an earlier tie
+      expect(v);
+      v[at] = -INFINITY;
+      expect(v);
+    }
+  expect(std::vector<float>(37, -INFINITY));
+  std::vector<float> big(262144);
+  uint32_t s = 1;
+  for (auto& x : big) x = static_cast<float>((s = s * 1664525u + 1013904223u) >> 8) / 65536.0f;
+  expect(big);
+  big[200000] = big[100] = 1e9f;
+  expect(big);
 }
