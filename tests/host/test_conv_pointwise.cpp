@@ -83,7 +83,15 @@ TEST(ConvPointwise, InPlaceIsBitIdenticalToThePackedPath) {
       ASSERT_EQ(fused.shape(), plain.shape());
       for (int64_t i = 0; i < c.cout * P; ++i) {
         ASSERT_EQ(plain.data<float>()[i], plain_ref.data<float>()[i]) << "threads " << threads << " element " << i;
+#ifdef __OPTIMIZE__
         ASSERT_EQ(fused.data<float>()[i], fused_ref.data<float>()[i]) << "threads " << threads << " element " << i;
+#else
+        // Unoptimised builds do not contract the packed path's separate epilogue into one fused
+        // multiply-add, so the two paths round it differently: equal up to that last rounding.
+        ASSERT_NEAR(fused.data<float>()[i], fused_ref.data<float>()[i],
+                    4e-7 * (1.0 + std::fabs(fused_ref.data<float>()[i])))
+            << "threads " << threads << " element " << i;
+#endif
       }
     }
     const double tol = 1e-5 * double(c.cin / c.groups);
