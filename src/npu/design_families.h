@@ -82,10 +82,13 @@ struct DecodeLayerShape {
   //    before each residual add (gammas in the o and down stages' stream; name suffix "_pn").
   int64_t window = 0;
   bool post_norms = false;
-  // decode_layer only: positions the resident KV cache holds (0: context). The design's `kv`
-  // argument is that cache, bf16 [K | V][kv_head][kv_cache_rows][head_dim] with position p at
-  // row p; the design reads it through its fill patterns and drains the new row (position
-  // context - 1) into it. Not part of the name (like the context).
+  // decode_layer only: positions the resident KV cache holds (0: context). The cache is one
+  // buffer, bf16 [K | V][kv_head][kv_cache_rows][head_dim] with position p at row p, passed
+  // twice at an offset inside it (kv_window_offset, kv_row_offset): `kv` from the first row the
+  // token reads, which the fills read in place, and `kv_row` from the new row's slot (position
+  // context - 1), which the drains write. The patterns are relative to those starts, so the
+  // runtime sequence does not depend on the position, only on the per-core split of the
+  // context. Not part of the name (like the context).
   int64_t capacity = 0;
 };
 
@@ -94,6 +97,12 @@ struct DecodeLayerShape {
 int64_t kv_cache_rows(const DecodeLayerShape& s, int columns = 8);
 // Positions one core's K (or V) block is padded to in the DDR stream: whole 2 KiB objects.
 int64_t kv_block_align(int64_t head_dim);
+// Where a decode_layer design's `kv` (the read window) and `kv_row` (the new row's slot)
+// arguments start inside the layer's resident cache buffer, in bytes, and the buffer's size
+// (kv_cache_bytes). Throw std::invalid_argument for another family.
+int64_t kv_window_offset(const Design& decode_layer);
+int64_t kv_row_offset(const Design& decode_layer);
+int64_t kv_cache_bytes(const Design& decode_layer);
 
 // The fused designs share one topology (docs/npu-designs.md, "Fused decode designs"):
 //  - DDR stream: per column, shim MM2S0 -> memtile S2MM0 -> split over the 4 cores (4 KiB

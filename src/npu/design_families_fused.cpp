@@ -358,15 +358,18 @@ struct Stages {
 
 // decode_layer's resident KV cache, bf16 [K | V][heads_alloc][rows][D] (DecodeLayerShape::
 // capacity): the per-column fills that read the cores' blocks in place and the drains that write
-// the new row at `pos`. A column's stream is [object][core][2 KiB], so one pattern per (KV head
+// the new row. The fills' offsets are relative to the window argument (`kv`, bound at the first
+// row read: `first`), the drains' to the slot argument (`kv_row`, bound at the new row), so no
+// pattern holds the position; window_bytes / slot_bytes: the cache from those rows on.
+// A column's stream is [object][core][2 KiB], so one pattern per (KV head
 // of the column, K or V): 512 words of a core's block, the column's 4 cores one stride apart,
 // then the block's objects (a fill per object and core where the cores are not one stride apart). Reads past a core's positions (padding to whole objects, the next
 // core's rows) land in positions the kernel skips; so does the new row's slot (the kernel takes
 // the new K/V from the array), which the drain writes.
 struct ResidentKv {
-  int64_t rows = 0, heads_alloc = 0, bytes = 0;
-  std::vector<std::vector<AccessPattern>> fills;  // per column
-  std::vector<AccessPattern> drains;
+  int64_t rows = 0, heads_alloc = 0, bytes = 0, window_bytes = 0, slot_bytes = 0;
+  std::vector<std::vector<AccessPattern>> fills;  // per column, relative to row `first`
+  std::vector<AccessPattern> drains;              // relative to row `pos`
 };
 
 ResidentKv resident_kv(const Stages& st, int columns, int64_t first, int64_t pos, int64_t capacity_rows) {
@@ -377,6 +380,8 @@ ResidentKv resident_kv(const Stages& st, int columns, int64_t first, int64_t pos
   r.rows = capacity_rows;
   r.heads_alloc = cpk == 1 ? st.P * kvpc : s.kv_heads;  // cpk 1: every core's heads exist (padding heads)
   r.bytes = 2 * r.heads_alloc * r.rows * D * 2;
+  r.window_bytes = r.bytes - first * D * 2;
+  r.slot_bytes = r.bytes - pos * D * 2;
   const int64_t objs = st.stream_positions() * D * 2 / kObj;
   auto row_at = [&](int64_t kv, int64_t h, int64_t t) { return ((kv * r.heads_alloc + h) * r.rows + t) * row_words; };
   for (int c = 0; c < columns; ++c) {
@@ -386,8 +391,8 @@ ResidentKv resident_kv(const Stages& st, int columns, int64_t first, int64_t pos
         int64_t at[kCores];  // where each core's block starts (words)
         for (int rr = 0; rr < kCores; ++rr) {
           const int64_t p = int64_t(c) * kCores + rr, h = p / cpk;
-          if (cpk == 1) at[rr] = row_at(kv, p * kvpc + hl, first);
-          else if (h < s.kv_heads) at[rr] = row_at(kv, h, first + (p % cpk) * ppc);
+          if (cpk == 1) at[rr] = row_at(kv, p * kvpc + hl, 0);
+          else if (h < s.kv_heads) at[rr] = row_at(kv, h, (p % cpk) * ppc);
           else at[rr] = row_at(kv, s.kv_heads - 1, 0);  // an idle core reads the last head's first rows
         }
         const int64_t stride = at[1] - at[0];
@@ -406,9 +411,9 @@ ResidentKv resident_kv(const Stages& st, int columns, int64_t first, int64_t pos
   const int64_t head_stride = r.rows * row_words;
   for (int64_t kv = 0; kv < 2; ++kv) {
     if (head_stride <= kAie2p.max_stride_words && s.kv_heads <= kAie2p.max_size1_words) {
-      r.drains.push_back({W, row_at(kv, 0, pos), {{row_words, 1}, {s.kv_heads, head_stride}}, 1});
+      r.drains.push_back({W, row_at(kv, 0, 0), {{row_words, 1}, {s.kv_heads, head_stride}}, 1});
     } else {
-      for (int64_t h = 0; h < s.kv_heads; ++h) r.drains.push_back({W, row_at(kv, h, pos), {{row_words, 1}}, 1});
+      for (int64_t h = 0; h < s.kv_heads; ++h) r.drains.push_back({W, row_at(kv, h, 0), {{row_words, 1}}, 1});
     }
   }
   return r;
@@ -419,6 +424,33 @@ ResidentKv resident_kv(const Stages& st, int columns, int64_t first, int64_t pos
 int64_t kv_block_align(int64_t head_dim) {
   const int64_t values = kObj / 2;  // bf16 per object
   return values / std::gcd(values, head_dim);
+}
+
+namespace {
+
+int64_t decode_layer_param(const Design& d, const char* name) {
+  if (d.family != "decode_layer") throw std::invalid_argument("design '" + d.name + "' is not a decode_layer design");
+  const auto it = d.params.find(name);
+  if (it == d.params.end()) throw std::invalid_argument("design '" + d.name + "' has no parameter " + name);
+  return it->second;
+}
+
+}  // namespace
+
+// The window starts at the first position read (context - the positions read: the design's
+// context parameter is min(context, window)), the slot at the new token's.
+int64_t kv_window_offset(const Design& d) {
+  const int64_t first = decode_layer_param(d, "position") + 1 - decode_layer_param(d, "context");
+  return first * decode_layer_param(d, "head_dim") * 2;
+}
+
+int64_t kv_row_offset(const Design& d) {
+  return decode_layer_param(d, "position") * decode_layer_param(d, "head_dim") * 2;
+}
+
+int64_t kv_cache_bytes(const Design& d) {
+  return 2 * decode_layer_param(d, "kv_heads_alloc") * decode_layer_param(d, "kv_rows") *
+         decode_layer_param(d, "head_dim") * 2;
 }
 
 int64_t kv_cache_rows(const DecodeLayerShape& s, int columns) {
@@ -534,7 +566,8 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
               {"qk_norm", s.qk_norm},   {"gelu", s.gelu}};
   if (s.window > 0) f.params["window"] = s.window;
   if (s.post_norms) f.params["post_norms"] = 1;
-  // The resident cache: positions [first, pos] are read (pos, the new token's, is drained).
+  // The resident cache: positions [first, pos] are read (pos, the new token's, is drained);
+  // `first` and `pos` only place the kv / kv_row arguments inside it (kv_window_offset).
   const int64_t pos = shape.context - 1, first = shape.context - s.context;
   const ResidentKv kv = resident_kv(st, columns, first, pos, kv_cache_rows(shape, columns));
   f.params["capacity"] = std::max(shape.capacity, shape.context);
@@ -547,7 +580,7 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   f.parts = {{"x", s.hidden * 2, true},
              {"weights", w_attn, false},
              {"rope", 2 * s.head_dim * 2, true},
-             {"kv", st.kv_stream_bytes(), false, kv.fills, kv.bytes},
+             {"kv", st.kv_stream_bytes(), false, kv.fills, kv.window_bytes},
              {"weights_rest", w_rest, false}};
   const int64_t macs = st.rows(n_qkv) * s.hidden + st.attn_macs() + st.rows(s.hidden) * st.q_dim() +
                        2 * st.rows(s.intermediate) * s.hidden + st.rows(s.hidden) * s.intermediate;
@@ -571,9 +604,9 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   if (s.post_norms) f.core_buffers.push_back({"post_gamma", post, DType::BF16});
   f.result_bytes = s.hidden * 2;
   f.kv_new_bytes = 2 * st.kv_dim() * 2;
-  f.kv_new_arg = "kv";
+  f.kv_new_arg = "kv_row";
   f.kv_new_drains = kv.drains;
-  f.kv_new_arg_bytes = kv.bytes;
+  f.kv_new_arg_bytes = kv.slot_bytes;
   // x; norm + QKV rows (exchange); QK-norm + RoPE, the new K/V row out; attention partials
   // (exchanges) and their combine; o rows (exchange) + residual; ffn norm + gate/up rows
   // (exchange h); down rows (exchange) + residual, the result out. With post_norms the o and

@@ -212,14 +212,16 @@ struct DesignPool {
   }
 };
 
-// What a decode_layer design moves between DDR and its resident KV cache (the "kv" argument).
+// What a decode_layer design moves between DDR and its resident KV cache (the "kv" and "kv_row"
+// arguments, two views of it).
 struct KvTraffic {
   int64_t read = 0, write = 0;
 };
 KvTraffic kv_traffic(const Design& d) {
   KvTraffic t;
   for (const SeqStep& s : d.sequence) {
-    if (s.op == SeqOp::Wait || d.args.at(size_t(s.arg)).name != "kv") continue;
+    if (s.op == SeqOp::Wait) continue;
+    if (const std::string& a = d.args.at(size_t(s.arg)).name; a != "kv" && a != "kv_row") continue;
     (s.op == SeqOp::Fill ? t.read : t.write) += s.pattern.bytes();
   }
   return t;

@@ -420,16 +420,22 @@ int64_t kv_stream_bytes(const Geometry& g) {
   return g.kv_per_core() * 2 * round_up(g.ppc(), kv_block_align(g.D)) * g.D * 2;
 }
 
-// The cached positions into decode_layer's resident cache, bf16 [K | V][kv_heads_alloc][kv_rows][D]
-// (position t at row t; the rest zero), as the device keeps it.
-void write_resident_kv(const Design& d, const SimKvCache& kv, std::vector<uint8_t>& out) {
+// The cached positions into a view of decode_layer's resident cache, bf16 [K | V][kv_heads_alloc]
+// [kv_rows][D] (position t at row t; the rest zero), as the device keeps it: `out` holds the cache
+// from byte `base` on (the kv or kv_row argument, kv_window_offset / kv_row_offset).
+void write_resident_kv(const Design& d, const SimKvCache& kv, int64_t base, std::vector<uint8_t>& out) {
   const int64_t HA = param(d, "kv_heads_alloc"), rows = param(d, "kv_rows"), D = kv.head_dim;
-  if (kv.length > rows || int64_t(out.size()) != 2 * HA * rows * D * 2)
+  if (kv.length > rows || base < 0 || int64_t(out.size()) + base != kv_cache_bytes(d))
     fail(d, "the resident KV cache does not fit the cached positions");
   for (int64_t which = 0; which < 2; ++which)
-    for (int64_t h = 0; h < kv.kv_heads; ++h)
-      std::memcpy(out.data() + ((which * HA + h) * rows) * D * 2,
-                  (which == 0 ? kv.k : kv.v).data() + h * kv.max_len * D, size_t(kv.length * D) * 2);
+    for (int64_t h = 0; h < kv.kv_heads; ++h) {
+      const int64_t at = ((which * HA + h) * rows) * D * 2, n = kv.length * D * 2;  // bytes in the cache
+      const int64_t from = std::max(at, base);
+      if (from >= at + n) continue;
+      std::memcpy(out.data() + (from - base),
+                  reinterpret_cast<const uint8_t*>((which == 0 ? kv.k : kv.v).data() + h * kv.max_len * D) + (from - at),
+                  size_t(at + n - from));
+    }
 }
 
 }  // namespace
@@ -462,7 +468,8 @@ HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& lw, std::span
   }
   HostArgs a = empty_args(d);
   scatter_streams(d, streams, a, "kv");
-  write_resident_kv(d, kv, a.at(size_t(arg_index(d, "kv"))));
+  write_resident_kv(d, kv, kv_window_offset(d), a.at(size_t(arg_index(d, "kv"))));
+  write_resident_kv(d, kv, kv_row_offset(d), a.at(size_t(arg_index(d, "kv_row"))));
   return a;
 }
 

@@ -130,27 +130,36 @@ TEST(FusedDesigns, FusedIsCheaperThanUnfusedDispatches) {
 
 // decode_layer reads its KV cache in place (DecodeLayerShape::capacity): per column one fill per
 // K / V of the column's KV head, the 4 cores one stride (their position blocks) apart; the new row
-// drains into the same argument at its position, per K / V with all heads in one pattern while
-// the head stride fits the shim BD, one drain per head and per K / V beyond (Qwen3-0.6B's 40960
-// positions: 10 MiB per head); no kv_new argument.
+// drains into the same cache, through the kv_row argument (the cache from the new row's slot on),
+// per K / V with all heads in one pattern while the head stride fits the shim BD, one drain per
+// head and per K / V beyond (Qwen3-0.6B's 40960 positions: 10 MiB per head); no kv_new argument.
+// The patterns are relative to the two views' starts: no pattern holds the position.
 TEST(ResidentKvDesign, FillsAndDrainsTheResidentCache) {
   for (const int64_t capacity : {int64_t(1024), int64_t(40960)}) {
     DecodeLayerShape s = qwen3_06b();
     s.context = 700, s.capacity = capacity;  // position 699
     const Design d = decode_layer_design(DType::I8, s);
-    int kv = -1;
+    int kv = -1, kv_row = -1;
     for (size_t i = 0; i < d.args.size(); ++i) {
       EXPECT_NE(d.args[i].name, "kv_new");
       if (d.args[i].name == "kv") kv = int(i);
+      if (d.args[i].name == "kv_row") kv_row = int(i);
     }
     ASSERT_GE(kv, 0);
+    ASSERT_GE(kv_row, 0);
     const int64_t rows = kv_cache_rows(s), row_words = 128 * 2 / 4;
     EXPECT_EQ(d.params.at("kv_rows"), rows);
-    EXPECT_EQ(d.args[size_t(kv)].bytes, 2 * 8 * rows * 128 * 2);
+    EXPECT_EQ(kv_cache_bytes(d), 2 * 8 * rows * 128 * 2);
+    EXPECT_EQ(d.args[size_t(kv)].bytes, 2 * 8 * rows * 128 * 2);  // full attention: from row 0
+    EXPECT_EQ(kv_window_offset(d), 0);
+    EXPECT_EQ(kv_row_offset(d), 699 * 128 * 2);
+    EXPECT_EQ(d.args[size_t(kv_row)].bytes, 2 * 8 * rows * 128 * 2 - 699 * 128 * 2);
     int fills = 0, drains = 0;
     int64_t written = 0;
     for (const SeqStep& st : d.sequence) {
-      if (st.op == SeqOp::Wait || st.arg != kv) continue;
+      if (st.op == SeqOp::Wait) continue;
+      EXPECT_EQ(st.arg == kv_row, st.op == SeqOp::Drain && st.fifo == "kv_new") << st.fifo;
+      if (st.arg != kv && st.arg != kv_row) continue;
       if (st.op == SeqOp::Fill) {
         // Column c holds KV head c (32 cores / 8 heads): K at row 0, V at row 8 x rows; the 4
         // cores' blocks of ceil(700 / 4) = 175 positions, each padded to 176 (whole 2 KiB objects).
@@ -162,6 +171,9 @@ TEST(ResidentKvDesign, FillsAndDrainsTheResidentCache) {
         EXPECT_EQ(st.pattern.bytes(), 4 * 176 * 128 * 2);
         ++fills;
       } else {
+        if (drains == 0) {
+          EXPECT_EQ(st.pattern.offset, 0);  // K of head 0 at the slot's start
+        }
         written += st.pattern.bytes();
         ++drains;
       }

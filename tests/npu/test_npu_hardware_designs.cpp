@@ -139,7 +139,7 @@ TEST(NpuHardware, FusedDecodeLayerMatchesNpuSim) {
   run_design(d, sim);
   std::vector<std::span<uint8_t>> spans(device.begin(), device.end());
   h.rt->run(d, spans);
-  for (const char* out : {"result", "kv"}) {  // kv: the resident cache, the new row drained into it
+  for (const char* out : {"result", "kv_row"}) {  // kv_row: the cache from the new row on, drained into
     const int i = arg_index(d, out);
     int64_t diff = 0, first = -1;
     for (size_t b = 0; b < sim[size_t(i)].size(); ++b)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <xf86drm.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -169,9 +170,16 @@ int DryRunIo::create_bo(uint8_t* arg) {
     case uapi::BO_DEV: {  // carved out of the client's heap
       auto heap = bos_.find(heap_);
       if (heap == bos_.end()) return -EINVAL;
-      if (heap_used_ + span > heap->second.size) return -ENOMEM;
-      bo.xdna_addr = heap->second.xdna_addr + heap_used_;
+      uint64_t at = 0;  // first fit among the live ranges (ordered by offset)
+      for (const auto& [off, bytes] : heap_ranges_) {
+        if (off - at >= span) break;
+        at = off + bytes;
+      }
+      if (at + span > heap->second.size) return -ENOMEM;
+      bo.xdna_addr = heap->second.xdna_addr + at;
+      heap_ranges_.emplace(at, span);
       heap_used_ += span;
+      heap_peak_ = std::max(heap_peak_, heap_used_);
       break;
     }
     default: return -EINVAL;
@@ -385,6 +393,10 @@ int DryRunIo::gem_close(uint8_t* arg) {
   if (a.handle == heap_) {
     heap_ = 0;
     heap_used_ = 0;
+    heap_ranges_.clear();
+  } else if (it->second.type == uapi::BO_DEV && heap_ != 0) {
+    const auto r = heap_ranges_.find(it->second.xdna_addr - kDevHeapAddr);
+    if (r != heap_ranges_.end()) heap_used_ -= r->second, heap_ranges_.erase(r);
   }
   bos_.erase(it);
   return 0;

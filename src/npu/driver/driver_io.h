@@ -74,11 +74,15 @@ class DryRunIo final : public DriverIo {
 
   size_t live_bos() const { return bos_.size(); }
   size_t live_contexts() const { return contexts_.size(); }
+  // Bytes of the DEV heap held by live DEV BOs (page-rounded), and the most it ever held.
+  uint64_t heap_used() const { return heap_used_; }
+  uint64_t heap_peak() const { return heap_peak_; }
 
   // The fixed bases of the answers (page-aligned, assigned in creation order). DRM fake mmap
   // offsets start above 4 GiB (DRM_FILE_PAGE_OFFSET_START); the DEV_HEAP sits at the AIE2 device
   // memory base (kernel aie2_pci.h AIE2_DEVM_BASE, 64 MiB AIE2_DEVM_SIZE) and DEV BOs are carved
-  // from it; other BOs get addresses from kBoAddrBase (the dry run's choice: no device maps them).
+  // from it, first fit (a closed DEV BO's pages are reused, as the driver's range allocator
+  // does); other BOs get addresses from kBoAddrBase (the dry run's choice: no device maps them).
   static constexpr uint64_t kPage = 4096;
   static constexpr uint64_t kMapOffsetBase = 0x1'0000'0000;
   static constexpr uint64_t kDevHeapAddr = 0x400'0000;
@@ -112,6 +116,8 @@ class DryRunIo final : public DriverIo {
   std::map<uint32_t, Context> contexts_;
   uint32_t heap_ = 0;       // the DEV_HEAP BO's handle, 0 while there is none
   uint64_t heap_used_ = 0;  // bytes of the heap given to DEV BOs
+  uint64_t heap_peak_ = 0;
+  std::map<uint64_t, uint64_t> heap_ranges_;  // live DEV BOs: heap offset -> page-rounded bytes
   std::vector<IoctlRecord> records_;
   std::vector<SubmittedCommand> submitted_;
   std::map<uint32_t, Bo> bos_;

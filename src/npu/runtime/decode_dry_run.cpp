@@ -433,7 +433,8 @@ DecodeDryRun dry_run_designs(std::vector<Design> invocations, const std::string&
   r.invocations = std::move(invocations);
   artifacts::Manifest loaded = write_placeholder_artifacts(r.invocations, work_dir, "decode", columns);
 
-  // One token: every invocation with zero-filled buffers (one set per design and sizes, reused).
+  // One token: every invocation with zero-filled buffers (one set per design and sizes, reused;
+  // decode_layer's KV cache resident, one per layer, as DeviceFusedDecoder keeps it).
   auto io = std::make_unique<driver::DryRunIo>();
   driver::DryRunIo* rec = io.get();
   {
@@ -441,12 +442,22 @@ DecodeDryRun dry_run_designs(std::vector<Design> invocations, const std::string&
     std::map<std::string, std::vector<std::vector<uint8_t>>> buffers;
     std::vector<DesignCall> calls;
     for (const Design& d : r.invocations) {
-      std::string key = d.name;  // same name, other KV length: other argument sizes
-      for (const HostArg& a : d.args) key += "," + std::to_string(a.bytes);
+      // Same name, other KV length: other argument sizes. decode_layer's kv and kv_row are views
+      // of its resident cache (below), so its local and global layers share one buffer set.
+      const auto view = [&](const HostArg& a) { return d.family == "decode_layer" && (a.name == "kv" || a.name == "kv_row"); };
+      std::string key = d.name;
+      for (const HostArg& a : d.args) key += "," + std::to_string(view(a) ? 0 : a.bytes);
       auto& bufs = buffers[key];
       if (bufs.empty())
-        for (const HostArg& a : d.args) bufs.emplace_back(size_t(a.bytes), uint8_t(0));
-      calls.push_back({&d, std::vector<std::span<uint8_t>>(bufs.begin(), bufs.end())});
+        for (const HostArg& a : d.args) bufs.emplace_back(view(a) ? 0 : size_t(a.bytes), uint8_t(0));
+      DesignCall call{&d, std::vector<std::span<uint8_t>>(bufs.begin(), bufs.end())};
+      if (d.family == "decode_layer") {  // kv and kv_row: views of one resident cache per layer
+        const KvViews v = kv_views(d, rt.allocate_resident(uint64_t(kv_cache_bytes(d))));
+        for (size_t i = 0; i < d.args.size(); ++i)
+          if (d.args[i].name == "kv") call.args[i] = v.window;
+          else if (d.args[i].name == "kv_row") call.args[i] = v.row;
+      }
+      calls.push_back(std::move(call));
     }
     rt.run_sequence(calls);  // the buffers map is complete: its vectors no longer move
     r.records = rec->records();

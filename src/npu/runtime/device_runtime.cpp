@@ -59,6 +59,23 @@ std::vector<uint8_t> read_file(const std::string& path) {
 // The kernel name part of an IP_LAYOUT name ("MLIR_AIE:MLIRAIE" -> "MLIR_AIE").
 std::string kernel_of(const std::string& ip) { return ip.substr(0, ip.find(':')); }
 
+// sha256 of the runtime sequence's fields (what its instruction stream is lowered from), without
+// building the design's JSON: it is computed per invocation.
+std::string sequence_hash(const Design& d) {
+  std::vector<int64_t> w;
+  std::string fifos;
+  for (const SeqStep& st : d.sequence) {
+    const AccessPattern& p = st.pattern;
+    w.insert(w.end(), {int64_t(st.op), int64_t(st.arg), p.elem_bytes, p.offset, p.repeat, int64_t(p.dims.size())});
+    for (const Dim& dm : p.dims) w.insert(w.end(), {dm.size, dm.stride});
+    fifos += st.fifo;
+    fifos += '\0';
+  }
+  std::string bytes(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(int64_t));
+  bytes += fifos;
+  return sha256_hex(bytes.data(), bytes.size());
+}
+
 }  // namespace
 
 struct DeviceRuntime::Impl {
@@ -83,6 +100,7 @@ struct DeviceRuntime::Impl {
     uint64_t cmd_bytes = 0;
     std::unique_ptr<driver::BufferObject> instr;
     std::vector<Slot> slots;
+    uint64_t last_use = 0;  // the use_clock of its latest invocation
   };
 
   Impl(std::unique_ptr<driver::DriverIo> io, artifacts::Manifest m, DeviceRuntimeOptions o)
@@ -92,9 +110,13 @@ struct DeviceRuntime::Impl {
   Context& context_for(const artifacts::Entry& e);
   // `resident[i]`: argument i binds a resident buffer, so slot 0 gets no BO of its own for it.
   Loaded& load(const Design& d, const artifacts::Entry& e, const std::vector<bool>& resident = {});
-  // The resident buffer `host` starts at and fits in (null if none), and the one holding `part`
+  // The resident buffer `host` starts inside (null if none; `offset`: where in it), throwing
+  // std::out_of_range naming `what` when `host` runs past its end; and the one holding `part`
   // (its offset there; throws when none does).
-  driver::BufferObject* resident_at(std::span<const uint8_t> host) const;
+  driver::BufferObject* resident_at(std::span<const uint8_t> host, uint64_t& offset, const std::string& what) const;
+  // Frees least recently used sequences until one more fits in options.max_loaded_sequences,
+  // sparing those of the running sequence (last_use == use_clock).
+  void evict();
   driver::BufferObject& resident_holding(std::span<const uint8_t> part, uint64_t& offset) const;
   std::vector<uint32_t> instruction_words(const Design& d, const artifacts::Entry& e) const;
   const artifacts::Entry& check(const Design& d, std::span<const std::span<uint8_t>> args) const;
@@ -112,14 +134,36 @@ struct DeviceRuntime::Impl {
   uint32_t core_rows = 0;
   std::map<std::string, std::unique_ptr<Context>> contexts;  // by xclbin path
   std::map<std::string, std::unique_ptr<Loaded>> designs;    // by name + sequence hash
+  uint64_t use_clock = 0;                                     // advanced per run / run_sequence
   std::vector<std::unique_ptr<driver::BufferObject>> chain_bos;  // CMD BOs for CMD_CHAIN packets
   std::vector<std::unique_ptr<driver::BufferObject>> resident;   // allocate_resident()'s BOs
 };
 
-driver::BufferObject* DeviceRuntime::Impl::resident_at(std::span<const uint8_t> host) const {
-  for (const auto& bo : resident)
-    if (bo->bytes().data() == host.data() && host.size() <= bo->size()) return bo.get();
+driver::BufferObject* DeviceRuntime::Impl::resident_at(std::span<const uint8_t> host, uint64_t& offset,
+                                                       const std::string& what) const {
+  const auto start = reinterpret_cast<uintptr_t>(host.data());
+  for (const auto& bo : resident) {
+    const auto b = reinterpret_cast<uintptr_t>(bo->bytes().data());
+    if (start < b || start >= b + bo->size()) continue;
+    offset = start - b;
+    if (host.size() > bo->size() - offset)
+      throw std::out_of_range("argument " + what + " (" + std::to_string(host.size()) + " bytes at offset " +
+                              std::to_string(offset) + ") runs past its resident buffer of " +
+                              std::to_string(bo->size()) + " bytes");
+    return bo.get();
+  }
   return nullptr;
+}
+
+void DeviceRuntime::Impl::evict() {
+  while (!designs.empty() && designs.size() >= std::max<size_t>(1, options.max_loaded_sequences)) {
+    auto lru = designs.end();
+    for (auto it = designs.begin(); it != designs.end(); ++it)
+      if (it->second->last_use != use_clock && (lru == designs.end() || it->second->last_use < lru->second->last_use))
+        lru = it;
+    if (lru == designs.end()) return;  // every loaded sequence is in the running one
+    designs.erase(lru);                // its instruction, command and argument BOs are closed
+  }
 }
 
 driver::BufferObject& DeviceRuntime::Impl::resident_holding(std::span<const uint8_t> part, uint64_t& offset) const {
@@ -194,12 +238,15 @@ std::vector<uint32_t> DeviceRuntime::Impl::instruction_words(const Design& d,
 
 DeviceRuntime::Impl::Loaded& DeviceRuntime::Impl::load(const Design& d, const artifacts::Entry& e,
                                                        const std::vector<bool>& resident_args) {
-  const nlohmann::json seq = design_to_json(d)["sequence"];
-  const std::string s = seq.dump();
-  const std::string key = d.name + "@" + sha256_hex(s.data(), s.size());
+  const std::string key = d.name + "@" + sequence_hash(d);
   auto it = designs.find(key);
-  if (it != designs.end()) return *it->second;
+  if (it != designs.end()) {
+    it->second->last_use = use_clock;
+    return *it->second;
+  }
+  evict();  // before the new stream is carved from the heap
   auto l = std::make_unique<Loaded>();
+  l->last_use = use_clock;
   l->ctx = &context_for(e);
   size_t cu = 0;
   if (!e.kernel.empty()) {
@@ -241,7 +288,10 @@ DeviceRuntime::Impl::Slot& DeviceRuntime::Impl::slot(Loaded& l, size_t k) {
 }
 
 driver::BufferObject& DeviceRuntime::Impl::arg_bo(Slot& s, size_t i, uint64_t bytes) {
-  if (!s.args.at(i)) s.args[i] = std::make_unique<driver::BufferObject>(dev, driver::BoType::Shmem, bytes);
+  // One design name and runtime sequence can take arguments of other sizes (decode_layer's kv and
+  // kv_row shrink as the position moves): a BO too small for this invocation is replaced.
+  if (!s.args.at(i) || s.args[i]->size() < bytes)
+    s.args[i] = std::make_unique<driver::BufferObject>(dev, driver::BoType::Shmem, bytes);
   return *s.args[i];
 }
 
@@ -314,15 +364,20 @@ void DeviceRuntime::Impl::run_chained(std::span<const DesignCall> calls) {
     const Design& d = *calls[c].design;
     try {
       const artifacts::Entry& e = check(d, calls[c].args);
-      std::vector<bool> is_resident;
-      for (const std::span<uint8_t> h : calls[c].args) is_resident.push_back(resident_at(h) != nullptr);
-      Loaded& l = load(d, e, is_resident);
+      std::vector<bool> resident_args;
+      std::vector<uint64_t> offsets(calls[c].args.size(), 0);
+      std::vector<driver::BufferObject*> resident_bos;
+      for (size_t i = 0; i < calls[c].args.size(); ++i) {
+        resident_bos.push_back(resident_at(calls[c].args[i], offsets[i], d.args[i].name));
+        resident_args.push_back(resident_bos.back() != nullptr);
+      }
+      Loaded& l = load(d, e, resident_args);
       Slot& s = slot(l, uses[&l]++);
       Planned p{&l, s.cmd.get(), {}, {}};
       std::vector<uint64_t> addresses;
       for (size_t i = 0; i < calls[c].args.size(); ++i) {
         const std::span<uint8_t> h = calls[c].args[i];
-        driver::BufferObject* bo = resident_at(h);  // resident: bound as is, never copied here
+        driver::BufferObject* bo = resident_bos[i];  // resident: bound at its offset, never copied here
         for (const Bound& b : bound) {
           if (bo) break;
           const bool same = b.host.data() == h.data() && b.host.size() == h.size();
@@ -335,7 +390,7 @@ void DeviceRuntime::Impl::run_chained(std::span<const DesignCall> calls) {
           bo = &arg_bo(s, i, h.size());
           bound.push_back({h, bo});
         }
-        addresses.push_back(bo->device_address());
+        addresses.push_back(bo->device_address() + (resident_bos[i] ? offsets[i] : 0));
         p.bos.push_back(bo);
       }
       p.packet = packet(l, addresses);
@@ -423,13 +478,15 @@ bool DeviceRuntime::has_artifact(const std::string& design) const {
 
 void DeviceRuntime::run(const Design& d, std::span<const std::span<uint8_t>> args) {
   const artifacts::Entry& e = impl_->check(d, args);
+  ++impl_->use_clock;
   try {
     Impl::Loaded& l = impl_->load(d, e);
     Impl::Slot& s = l.slots[0];
     std::vector<uint64_t> addresses;
     std::vector<uint32_t> handles = {l.instr->handle()};  // every BO the command references
     for (size_t i = 0; i < args.size(); ++i) {
-      if (!s.args[i])  // made by run_sequence for a resident argument: run() copies every argument
+      // None (a resident argument in run_sequence: run() copies every argument), or too small.
+      if (!s.args[i] || s.args[i]->size() < args[i].size())
         s.args[i] = std::make_unique<driver::BufferObject>(impl_->dev, driver::BoType::Shmem, args[i].size());
       driver::BufferObject& bo = *s.args[i];
       std::memcpy(bo.bytes().data(), args[i].data(), args[i].size());
@@ -466,7 +523,17 @@ void DeviceRuntime::run_sequence(std::span<const DesignCall> calls) {
     }
     return;
   }
-  if (!calls.empty()) impl_->run_chained(calls);
+  if (calls.empty()) return;
+  ++impl_->use_clock;
+  impl_->run_chained(calls);
+}
+
+size_t DeviceRuntime::loaded_sequences() const { return impl_->designs.size(); }
+
+uint64_t DeviceRuntime::loaded_instruction_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [key, l] : impl_->designs) n += uint64_t(l->instr_words) * 4;
+  return n;
 }
 
 std::span<uint8_t> DeviceRuntime::allocate_resident(uint64_t bytes) {

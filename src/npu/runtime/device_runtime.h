@@ -44,6 +44,9 @@ struct DeviceRuntimeOptions {
   std::chrono::milliseconds timeout{10000};  // per command (per chain when chained)
   CommandPacket packet = CommandPacket::StartCu;
   Submission submission = Submission::Chained;
+  // Runtime sequences kept loaded (an instruction stream in the DEV heap, command and argument
+  // BOs each): past this, the least recently used one not in the running sequence is freed.
+  size_t max_loaded_sequences = 16;
 };
 
 // One invocation in a sequence: a design and its host buffers (the design's HostArgs, exactly
@@ -92,8 +95,10 @@ class DeviceRuntime {
 
   // Resident buffers (docs/npu-runtime.md, "Resident buffers"; npu (needs hardware, unverified
   // here)): a SHMEM BO that lives as long as the runtime, zero-filled, which the caller writes and
-  // reads through the returned mapping. An invocation argument that starts where a resident
-  // buffer starts and fits in it binds that BO (at its device address): run_sequence copies
+  // reads through the returned mapping. An invocation argument that starts inside a resident
+  // buffer binds that BO at its device address plus the offset (several arguments may be views
+  // of one buffer, e.g. decode_layer's kv and kv_row); one that runs past the buffer's end is
+  // refused (std::out_of_range, "argument NAME ... runs past its resident buffer"). run_sequence copies
   // nothing in or back for it, so weights uploaded once stay on the device, and one design's
   // output is the next one's input without a host copy. The caller syncs what it changed
   // (sync_to_device) before a run and what it reads (sync_from_device) after. Submission::
@@ -102,6 +107,11 @@ class DeviceRuntime {
   // `part` must lie inside one resident buffer; throws std::invalid_argument otherwise.
   void sync_to_device(std::span<const uint8_t> part);
   void sync_from_device(std::span<const uint8_t> part);
+
+  // Runtime sequences loaded now (each an instruction stream BO; at most max_loaded_sequences
+  // once a sequence has finished) and their instruction streams' bytes.
+  size_t loaded_sequences() const;
+  uint64_t loaded_instruction_bytes() const;
 
  private:
   struct Impl;

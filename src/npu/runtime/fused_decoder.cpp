@@ -47,6 +47,22 @@ std::span<uint8_t> upload(DeviceRuntime& rt, const std::vector<uint8_t>& bytes) 
 
 }  // namespace
 
+KvViews kv_views(const Design& d, std::span<uint8_t> cache) {
+  const auto view = [&](const char* name, int64_t offset) {
+    const uint64_t bytes = arg_size(d, name);
+    if (offset < 0 || uint64_t(offset) > cache.size() || bytes > cache.size() - uint64_t(offset))
+      throw std::out_of_range("design '" + d.name + "': argument " + name + " (" + std::to_string(bytes) +
+                              " bytes at byte " + std::to_string(offset) + " of the layer's KV cache) runs past the cache (" +
+                              std::to_string(cache.size()) + " bytes)");
+    return cache.subspan(size_t(offset), size_t(bytes));
+  };
+  KvViews v{view("kv", kv_window_offset(d)), view("kv_row", kv_row_offset(d))};
+  if (uint64_t(kv_cache_bytes(d)) != cache.size())
+    throw std::invalid_argument("design '" + d.name + "': the layer's KV cache has " + std::to_string(cache.size()) +
+                                " bytes, the design's layout " + std::to_string(kv_cache_bytes(d)));
+  return v;
+}
+
 std::vector<Design> fused_token_designs(const SimDecoderModel& m, int64_t position, int64_t capacity) {
   std::vector<Design> d;
   for (size_t i = 0; i < m.layers.size(); ++i) d.push_back(layer_design(m, i, position + 1, capacity));
@@ -82,7 +98,7 @@ DeviceFusedDecoder::DeviceFusedDecoder(DeviceRuntime& rt, const SimDecoderModel&
     LayerBuffers b;
     b.weights = upload(rt, a[arg_index(d1, "weights")]);
     b.weights_rest = upload(rt, a[arg_index(d1, "weights_rest")]);
-    b.kv = rt.allocate_resident(arg_size(dk, "kv"));  // zero: no position cached yet
+    b.kv = rt.allocate_resident(uint64_t(kv_cache_bytes(dk)));  // zero: no position cached yet
     layers_.push_back(b);
   }
   const HostArgs h = pack_lm_head(head, m.final_norm, m.head, zero_x);
@@ -144,7 +160,7 @@ std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state
   std::vector<DesignCall> calls;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Design& d = designs[i];
-    if (arg_size(d, "kv") != layers_[i].kv.size()) throw std::logic_error("npu: kv argument size differs from the design's");
+    const KvViews kv = kv_views(d, layers_[i].kv);
     DesignCall c{&d, std::vector<std::span<uint8_t>>(d.args.size())};
     const auto bind = [&](const char* name, std::span<uint8_t> buf) {
       const size_t a = arg_index(d, name);
@@ -153,7 +169,8 @@ std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state
     bind("x", act_[i % 2]);
     bind("weights", layers_[i].weights);
     bind("rope", m_.is_local(i) ? rope_local_ : rope_);
-    bind("kv", layers_[i].kv);
+    bind("kv", kv.window);
+    bind("kv_row", kv.row);
     bind("weights_rest", layers_[i].weights_rest);
     bind("result", act_[(i + 1) % 2]);
     for (size_t a = 0; a < c.args.size(); ++a)

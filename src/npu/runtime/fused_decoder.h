@@ -19,6 +19,10 @@
 // reads it in place through its fill patterns and drains the new token's K/V row into it; the
 // host never writes it per token. Rows the host state holds that the BO does not (a prefill
 // done on the host) are written once, before the first token that needs them.
+// decode_layer passes the cache twice, at the first row it reads (`kv`) and at the new row
+// (`kv_row`): its runtime sequence does not hold the position, so one instruction stream serves
+// every token with the same per-core split of the context (kv_views; DeviceRuntime keeps the
+// loaded sequences bounded).
 // Per token: the host writes the embedding row and the RoPE row(s), submits the token's
 // invocations as one run_sequence (one CMD_CHAIN, one EXEC_CMD, one wait), and reads back the
 // logits and each layer's new K/V row (from the cache BO, to keep the host's SimDecoderState
@@ -41,6 +45,16 @@ namespace xdna::npu {
 // capacity: the KV cache positions the decode_layer designs' resident `kv` argument holds
 // (0: position + 1).
 std::vector<Design> fused_token_designs(const SimDecoderModel& m, int64_t position, int64_t capacity = 0);
+
+// A decode_layer design's `kv` (the read window) and `kv_row` (the new row's slot) arguments as
+// views of the layer's resident cache buffer (kv_window_offset, kv_row_offset). The per-token
+// runtime sequence holds no position: the views' addresses, patched into the command packet,
+// carry it. Throws std::out_of_range naming the design and the argument when a view runs past
+// `cache`, std::invalid_argument when `cache` is not the design's cache layout.
+struct KvViews {
+  std::span<uint8_t> window, row;
+};
+KvViews kv_views(const Design& d, std::span<uint8_t> cache);
 
 // Why `rt` cannot run the fused plan of `m` (the decode_layer or lm_head design has no compiled
 // artifact: "no compiled artifact for design NAME in DIR"), or "" when it can.
