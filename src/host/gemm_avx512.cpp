@@ -411,27 +411,13 @@ inline __m512i join(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-// Q8_0 (34-byte blocks: f16 d, int8 q[32]): two blocks per step. vpdpbusd needs one unsigned side:
-// |q| against x with q's sign.
+// Q8_0 (34-byte blocks: f16 d, int8 q[32]): the row kernel (gemm_ggml_avx512.cpp) on one row, so
+// the one-row dot and the GEMV share one loop and agree bit for bit.
 float dot_q8_0(const uint8_t* w, const XRow& x) {
-  const int64_t blocks = x.k / 32;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-  auto block = [&](int64_t b, __m256 acc) {
-    const uint8_t* p = w + b * 34;
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
-    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q_s8 + b * 32));
-    const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(q), _mm256_sign_epi8(xv, q));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(f16_at(p) * x.q_scale4[b * 8]), acc);
-  };
-  int64_t b = 0;
-  for (; b + 2 <= blocks; b += 2) {
-    prefetch(w + b * 34);
-    prefetch(w + b * 34 + 64);
-    acc0 = block(b, acc0);
-    acc1 = block(b + 1, acc1);
-  }
-  if (b < blocks) acc0 = block(b, acc0);
-  return hsum256(_mm256_add_ps(acc0, acc1));
+  const WeightRows one{DType::Q8_0, w, x.k / 32 * 34, 1, x.k};
+  float out;
+  rows_q8_0_avx512(one, 0, 1, x, &out);
+  return out;
 }
 
 // Q4_0 (18-byte blocks: f16 d, 16 bytes holding values i (low nibble) and i + 16 (high)): the

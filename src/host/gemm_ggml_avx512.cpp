@@ -1,11 +1,10 @@
-// GEMV row kernels for GGML Q4_0 and Q6_K weights (AVX-512 VNNI), four rows at a time.
+// GEMV row kernels for GGML Q4_0, Q8_0 and Q6_K weights (AVX-512 VNNI), four rows at a time.
 //
-// The one-row dot (gemm_avx512.cpp) spends most of each 32-value block on per-block scalar work
-// (the f16 scale, x's scale, the -8 offset); at decode that, not DRAM, bounded it (~13 GB/s on
-// one core against ~22 for Q8_0). Here x (int8 values, scale, offset term) is loaded once per two
-// blocks and used for four weight rows, and the rest stays in vectors: vpdpbusd(nibbles, x̂)
-// starts from -8·Σx̂ per 4 values (q_neg8sum4), so the offset costs nothing per row, then
-// acc += cvt(sum) · x_scale · d. The sums match the one-row dot up to f32 rounding order.
+// A one-row dot spends most of each 32-value block on per-block work (the f16 scale, x's scale,
+// the offset) rather than on the bytes: at decode that, not DRAM, bounds it. Here x (int8
+// values, scales, offset terms) is loaded once per step and used for four weight rows, and the
+// per-block work stays in vectors. Integer block sums are exact; Q4_0 and Q6_K differ from a
+// one-row dot only in f32 rounding order, Q8_0 is bit-identical to its one-row dot.
 // GCC 12's AVX-512 headers build vectors from _mm*_undefined_*() and trip these warnings.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -31,37 +30,53 @@ inline __m256 block_d(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(p[0] | (p[1] << 8))));
 }
 
-// Two blocks b, b + 1 of a row per 512-bit step. The nibbles go in as 128-bit lanes
-// [b low, b+1 low, b high, b+1 high] (values 0-15 / 16-31 of each block), so x, its offset and
-// its scale are permuted the same way (once per step, shared by the R rows).
-inline __m512i pair_lanes(__m512i v) { return _mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(3, 1, 2, 0)); }
-
+// Q4_0 (18-byte blocks: f16 d, 16 bytes holding values i (low nibble) and i + 16 (high)), four
+// blocks b .. b + 3 of a row per 512-bit step, 128-bit lane j = block b + j. One 64-byte load at
+// the row's block b holds the 4 scales (bytes 0, 18, 36, 54) and the nibbles of 3 blocks: vpermw
+// gathers those into lanes 0-2 (block b + 3's come in from memory), vpermw spreads each d over its
+// lane's 4 dwords. Each dword lane then sums 8 values in int32, its low nibbles (values 4i .. 4i+3)
+// against x_lo and its high ones (16 + 4i ..) against x_hi, starting from -8·Σx̂ over those 8, so
+// the f32 work (convert, ·x_scale·d, add) is once per 8 values instead of per 4. x (values,
+// offset, scale) is permuted to that order once per step for all R rows.
 template <int R>
 void q4_0_rows(const uint8_t* const* row, const uint8_t* ahead, const XRow& x, float* out) {
   const int64_t blocks = x.k / 32;
   const __m512i low4 = _mm512_set1_epi8(0x0f);
+  // Words 9j + 1 .. 9j + 8 (bytes 18j + 2 .. 18j + 17) of the load into lane j (j < 3; lane 3 is
+  // replaced).
+  const __m512i nib_idx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 26, 25, 24, 23, 22, 21, 20, 19, 17, 16, 15, 14,
+                                           13, 12, 11, 10, 8, 7, 6, 5, 4, 3, 2, 1);
+  // Words 0, 9, 18, 27 (the f16 d of blocks b .. b + 3), each 4 times.
+  const __m512i d_idx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 27, 27, 27, 18, 18,
+                                         18, 18, 9, 9, 9, 9, 0, 0, 0, 0);
+  // Lane j of x_scale: block b + j's scale (q_scale4 entry 8j of the two 16-float loads).
+  const __m512i sx_idx = _mm512_set_epi32(24, 24, 24, 24, 16, 16, 16, 16, 8, 8, 8, 8, 0, 0, 0, 0);
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   int64_t b = 0;
-  for (; b + 2 <= blocks; b += 2) {
-    const __m512i xv = pair_lanes(_mm512_loadu_si512(x.q_s8 + b * 32));
-    const __m512i off = pair_lanes(_mm512_loadu_si512(x.q_neg8sum4 + b * 8));
-    const __m512 sx = _mm512_castsi512_ps(pair_lanes(_mm512_castps_si512(_mm512_loadu_ps(x.q_scale4 + b * 8))));
-    prefetch_span(ahead + b * 4 * 18, 8 * 18);
+  for (; b + 4 <= blocks; b += 4) {
+    // x values 0-15 of each block (against the low nibbles) and 16-31 (the high ones).
+    const __m512i x0 = _mm512_loadu_si512(x.q_s8 + b * 32), x1 = _mm512_loadu_si512(x.q_s8 + b * 32 + 64);
+    const __m512i xlo = _mm512_shuffle_i64x2(x0, x1, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i xhi = _mm512_shuffle_i64x2(x0, x1, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m512i o0 = _mm512_loadu_si512(x.q_neg8sum4 + b * 8), o1 = _mm512_loadu_si512(x.q_neg8sum4 + b * 8 + 16);
+    const __m512i off = _mm512_add_epi32(_mm512_shuffle_i64x2(o0, o1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                         _mm512_shuffle_i64x2(o0, o1, _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512 sx = _mm512_permutex2var_ps(_mm512_loadu_ps(x.q_scale4 + b * 8), sx_idx,
+                                             _mm512_loadu_ps(x.q_scale4 + b * 8 + 16));
+    prefetch_span(ahead + b * R * 18, 4 * R * 18);
     for (int r = 0; r < R; ++r) {
       const uint8_t* p = row[r] + b * 18;
-      const __m256i q = _mm256_inserti128_si256(
-          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2))),
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 20)), 1);
-      const __m512i nib = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), low4);
-      const __m512i s = _mm512_dpbusd_epi32(off, nib, xv);
-      const __m128i d2 = _mm_unpacklo_epi64(_mm_set1_epi16(static_cast<short>(p[0] | (p[1] << 8))),
-                                            _mm_set1_epi16(static_cast<short>(p[18] | (p[19] << 8))));
-      const __m512 d = _mm512_cvtph_ps(_mm256_broadcastsi128_si256(d2));
-      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s), sx), d, acc[r]);
+      const __m512i v = _mm512_loadu_si512(p);  // blocks b .. b + 3 end at byte 72
+      const __m512i q = _mm512_inserti32x4(_mm512_permutexvar_epi16(nib_idx, v),
+                                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 56)), 3);
+      const __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(d_idx, v)));
+      __m512i s = _mm512_dpbusd_epi32(off, _mm512_and_si512(q, low4), xlo);
+      s = _mm512_dpbusd_epi32(s, _mm512_and_si512(_mm512_srli_epi16(q, 4), low4), xhi);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, sx), acc[r]);
     }
   }
-  if (b < blocks) {  // an odd last block, 256 bits wide
+  for (; b < blocks; ++b) {  // the last 1-3 blocks, one per 256-bit step
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q_s8 + b * 32));
     const __m256i off = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q_neg8sum4 + b * 8));
     const __m256 sx = _mm256_set1_ps(x.q_scale4[b * 8]);
@@ -77,13 +92,13 @@ void q4_0_rows(const uint8_t* const* row, const uint8_t* ahead, const XRow& x, f
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-// Q8_0 (34-byte blocks: f16 d, int8 q[32]), R rows per pass, two blocks per 512-bit step.
-// Bit-identical to the one-row dot_q8_0 (gemm_avx512.cpp): the same integer sums (vpdpbusd of
-// |q| against x with q's sign), the same f32 products (d·x_scale, then one FMA per block into 8
-// lanes) and the same accumulators: lanes 0-7 take the even blocks (its acc0), lanes 8-15 the odd
-// ones (its acc1), summed in its order at the end. What changes is the per-block scalar work:
-// x, its scale and the sign mask are loaded once per step for all R rows, and d comes in as two
-// f16 lanes converted together.
+// Q8_0 (34-byte blocks: f16 d, int8 q[32]), R rows per pass, two blocks per 512-bit step. R = 1 is
+// also the one-row dot_q8_0 (gemm_avx512.cpp). Every R gives the same bits, as does the AVX2
+// dot_q8_0 (gemm_avx2.cpp): the same integer sums (|q| against x with q's sign), the same f32
+// products (d·x_scale, then one FMA per block into 8 lanes) and the same accumulators: lanes 0-7
+// take the even blocks, lanes 8-15 the odd ones, the two halves added first at the end. x, its
+// scale and the sign mask are loaded once per step for all R rows, and d comes in as two f16 lanes
+// converted together.
 inline float hsum_halves(__m512 acc) {
   const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

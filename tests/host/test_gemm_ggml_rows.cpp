@@ -1,8 +1,9 @@
 // The four-rows-at-a-time GEMV kernels for GGML Q4_0, Q6_K and Q8_0 (gemm_ggml_avx512.cpp) against
-// scalar references (Q8_0: bit-identical to its one-row dot) written from the GGML block layouts, on the same int8-quantized x: the integer
-// block sums must be exact, so the result may differ only by f32 rounding. Odd row counts (groups
-// of four plus a remainder) and odd block counts (Q4_0's 256-bit tail). The AVX2 and scalar paths
-// of the same matmuls: test_matmul.cpp.
+// scalar references (Q8_0: bit-identical to its one-row dot) written from the GGML block layouts,
+// on the same int8-quantized x: the integer block sums must be exact, so the result may differ
+// only by f32 rounding (within 1e-6 of Σ|terms|). Odd row counts (groups of four plus a
+// remainder) and block counts that leave a tail (Q4_0's four-block steps, Q8_0's two-block ones).
+// The AVX2 and scalar paths of the same matmuls: test_matmul.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -182,8 +183,10 @@ bool has_kernels() { return active_isa() == Isa::Avx512 && has_avx512_vnni(); }
 TEST(GemmGgmlRows, Q4_0MatchesScalarReference) {
   if (!has_kernels()) GTEST_SKIP() << "no AVX-512 VNNI";
   uint32_t seed = 100;
+  // K: 1, 9, 33 blocks (a tail of 1 after four-block steps), 3 (tail only), 10, 35 (tails of 2
+  // and 3), 96 (Qwen3's FFN down, no tail).
   for (int64_t N : {1, 3, 4, 5, 16, 23})
-    for (int64_t K : {32, 288, 1056}) check(N, K, seed++);
+    for (int64_t K : {32, 288, 1056, 96, 320, 1120, 3072}) check(N, K, seed++);
 }
 
 TEST(GemmGgmlRows, Q6_KMatchesScalarReference) {
@@ -221,9 +224,10 @@ TEST(GemmGgmlRows, Q6_KExtremeValues) {
   }
 }
 
-// Q8_0 rows (f16 d, int8 q[32]; q = -128 included) against the one-row AVX-512 dot on the same x:
-// bit-identical (the same integer sums, products and accumulation order), and near a double
-// reference. Odd block counts take the 256-bit tail; odd row counts the one-row remainder.
+// Q8_0 rows (f16 d, int8 q[32]; q = -128 included) against the one-row AVX-512 dot (the same
+// kernel on one row) and the AVX2 dot on the same x: bit-identical (the same integer sums,
+// products and accumulation order), and near a double reference. Odd block counts take the
+// 256-bit tail; odd row counts the one-row remainder.
 TEST(GemmGgmlRows, Q8_0BitIdenticalToOneRowDot) {
   if (!has_kernels()) GTEST_SKIP() << "no AVX-512 VNNI";
   uint32_t seed = 500;
@@ -250,6 +254,9 @@ TEST(GemmGgmlRows, Q8_0BitIdenticalToOneRowDot) {
         const float one = avx512_kernels().dot_q8_0(w.row(n), xr);
         ASSERT_EQ(std::memcmp(&out[n], &one, sizeof(float)), 0)
             << "N=" << N << " K=" << K << " row " << n << ": " << out[n] << " vs " << one;
+        const float avx2 = avx2_kernels().dot_q8_0(w.row(n), xr);  // vpmaddubsw: the same sums
+        ASSERT_EQ(std::memcmp(&out[n], &avx2, sizeof(float)), 0)
+            << "AVX2 dot, N=" << N << " K=" << K << " row " << n << ": " << out[n] << " vs " << avx2;
         double ref = 0, mag = 0;
         for (int64_t b = 0; b < K / 32; ++b) {
           const uint8_t* p = w.row(n) + b * 34;
