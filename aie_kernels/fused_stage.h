@@ -224,10 +224,11 @@ namespace lm_head {
 
 enum Stage : int32_t { kNone, kX, kNorm, kRows };
 
-// Logits objects of `chunk` rows (at most 256: 1 KiB of f32), as design_families_fused.cpp splits.
+// Logits objects of `chunk` rows, as design_families_fused.cpp splits: as few objects of at most
+// 256 rows (1 KiB of f32) as hold the core's rows, the rows spread evenly over them.
 inline int32_t chunk_rows(int32_t cores, int32_t vocab) {
   const int32_t per_core = ceil_div(vocab, cores);
-  return per_core < 256 ? per_core : 256;
+  return ceil_div(per_core, ceil_div(per_core, 256));
 }
 
 template <class State>

@@ -627,15 +627,15 @@ Design lm_head_design(DType dtype, int64_t vocab, int64_t hidden, int columns) {
   check_weights(fam, dtype);
   check(vocab > 0 && hidden > 0 && hidden % 16 == 0, fam, "vocab and hidden must be positive, hidden a multiple of 16");
   const int64_t P = int64_t(columns) * kCores;
-  // Logits leave in objects of up to 256 rows (1 KiB of f32) per core.
-  const int64_t chunk = std::min<int64_t>(256, ceil_div(vocab, P));
-  const int64_t objects = ceil_div(ceil_div(vocab, P), chunk), rows = objects * chunk;
+  // Logits leave in the fewest objects of <= 256 rows (1 KiB of f32) a core, rows spread evenly.
+  const int64_t per_core = ceil_div(vocab, P), objects = ceil_div(per_core, 256), chunk = ceil_div(per_core, objects);
   FusedSpec f;
   f.family = fam;
   f.columns = columns;
   f.name = fam + "_" + std::string(dtype_name(dtype)) + "_" + std::to_string(vocab) + "x" +
            std::to_string(hidden) + "_c" + std::to_string(columns);
-  f.params = {{"vocab", vocab}, {"hidden", hidden}, {"vocab_pad", rows * P}};
+  const int64_t rows = objects * chunk;
+  f.params = {{"vocab", vocab}, {"hidden", hidden}, {"vocab_pad", rows * P}, {"chunk_rows", chunk}};
   f.parts = {{"x", hidden * 2, true}, {"weights", hidden * 2 + objects * matrix_bytes(dtype, chunk, hidden), false}};
   f.kernel = {"lm_head_" + std::string(dtype_name(dtype)), dtype,
               {{"cores", P}, {"hidden", hidden}, {"vocab", vocab}}, 0, rows * hidden, hidden * 3};

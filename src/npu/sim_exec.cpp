@@ -306,7 +306,9 @@ HeadGeometry head_geometry(const Design& d) {
   const Geometry g = geometry(d, false);
   HeadGeometry h{g.P, param(d, "vocab"), param(d, "hidden"), 0, 0, 0, g.weights};
   h.R = param(d, "vocab_pad") / h.P;
-  h.chunk = std::min<int64_t>(256, ceil_div(h.vocab, h.P));
+  h.chunk = param(d, "chunk_rows");
+  if (h.chunk <= 0 || h.R % h.chunk != 0 || h.R < ceil_div(h.vocab, h.P))
+    fail(d, "chunk_rows does not split the padded vocabulary per core");
   h.objects = h.R / h.chunk;
   return h;
 }

@@ -88,7 +88,7 @@ std::vector<aie::bf16> kv_new_row(const Design& d, const HostArgs& args);
 // A drained output argument as bf16 / f32 values (`n` of them).
 std::vector<aie::bf16> arg_bf16(const Design& d, const HostArgs& args, const std::string& name, int64_t n);
 std::vector<float> arg_f32(const Design& d, const HostArgs& args, const std::string& name, int64_t n);
-// The logits [vocab] f32 an lm_head invocation drained (per column [object][core][256 rows]).
+// The logits [vocab] f32 an lm_head invocation drained (per column [object][core][chunk_rows]).
 std::vector<float> lm_head_logits(const Design& d, const HostArgs& args);
 
 // ---- One decoder layer, two routes -------------------------------------------------------------

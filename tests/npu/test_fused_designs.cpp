@@ -81,6 +81,19 @@ TEST(FusedDesigns, ModelShapesValidate) {
   EXPECT_NO_THROW(lm_head_design(DType::BF16, 262144, 640));
 }
 
+// The LM head spreads a core's rows evenly over the fewest logits objects of at most 256 rows:
+// Qwen3-0.6B's 4748 rows a core in 19 objects of 250 (2 padding rows a core; 256-row objects
+// padded to 4864), Gemma 3 270M's 8192 in 32 of 256 (none), a small vocabulary in one object.
+TEST(FusedDesigns, LmHeadObjectsFitTheVocabulary) {
+  for (const auto [vocab, hidden, chunk, pad] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{151936, 1024, 250, 4750 * 32},
+                                                 {262144, 640, 256, 262144}, {300, 64, 10, 320}}) {
+    const Design d = lm_head_design(DType::I8, vocab, hidden);
+    EXPECT_EQ(d.params.at("chunk_rows"), chunk) << d.name;
+    EXPECT_EQ(d.params.at("vocab_pad"), pad) << d.name;
+    EXPECT_LT(pad - vocab, 32 * ((vocab + 32 * 256 - 1) / (32 * 256))) << d.name;  // fewer than the objects, a core
+  }
+}
+
 TEST(FusedDesigns, FusedLayerStreamsEachWeightOnce) {
   const DecodeLayerShape s = qwen3_06b();
   const Design d = decode_layer_design(DType::I8, s);

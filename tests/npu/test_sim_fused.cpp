@@ -233,22 +233,27 @@ TEST(SimFused, MlpFusedEqualsUnfusedDispatches) {
 
 // LM head: logits leave per column [object][core][chunk]; they equal gemv_bf16_f32 on the
 // RMSNorm'd input row by row (vocab not a multiple of the cores: padding rows are dropped).
+// 300 on 32 cores: one object of 10 rows; 2101 on 4: three objects of 176 rows (the core's 526
+// rows spread evenly, two padding rows a core).
 TEST(SimFused, LmHeadLogitsInVocabOrder) {
-  const int64_t V = 300, H = 64;
-  std::mt19937 rng(4);
-  const std::vector<float> gamma = randn(rng, H, 1.0f), head = randn(rng, size_t(V * H), 0.2f);
-  const std::vector<aie::bf16> x = to_bf16(randn(rng, H, 1.0f));
-  const Design d = lm_head_design(DType::BF16, V, H, 8);
-  HostArgs a = pack_lm_head(d, gamma, head, x);
-  run_design(d, a);
-  const std::vector<float> logits = lm_head_logits(d, a);
-  ASSERT_EQ(logits.size(), size_t(V));
-  const std::vector<aie::bf16> g = to_bf16(gamma), w = to_bf16(head);
-  std::vector<aie::bf16> xn(H);
-  aie::rmsnorm_bf16(x.data(), g.data(), 0.0f, 1e-6f, xn.data(), H, kSimRounding);
-  std::vector<float> want(V);
-  aie::gemv_bf16_f32(w.data(), xn.data(), want.data(), V, H);
-  for (int64_t v = 0; v < V; ++v) EXPECT_EQ(logits[size_t(v)], want[size_t(v)]) << v;
+  for (const auto [V, columns, chunk] : {std::tuple<int64_t, int, int64_t>{300, 8, 10}, {2101, 1, 176}}) {
+    const int64_t H = 64;
+    std::mt19937 rng(4);
+    const std::vector<float> gamma = randn(rng, H, 1.0f), head = randn(rng, size_t(V * H), 0.2f);
+    const std::vector<aie::bf16> x = to_bf16(randn(rng, H, 1.0f));
+    const Design d = lm_head_design(DType::BF16, V, H, columns);
+    EXPECT_EQ(d.params.at("chunk_rows"), chunk);
+    HostArgs a = pack_lm_head(d, gamma, head, x);
+    run_design(d, a);
+    const std::vector<float> logits = lm_head_logits(d, a);
+    ASSERT_EQ(logits.size(), size_t(V));
+    const std::vector<aie::bf16> g = to_bf16(gamma), w = to_bf16(head);
+    std::vector<aie::bf16> xn(H);
+    aie::rmsnorm_bf16(x.data(), g.data(), 0.0f, 1e-6f, xn.data(), H, kSimRounding);
+    std::vector<float> want(static_cast<size_t>(V));
+    aie::gemv_bf16_f32(w.data(), xn.data(), want.data(), V, H);
+    for (int64_t v = 0; v < V; ++v) EXPECT_EQ(logits[size_t(v)], want[size_t(v)]) << d.name << " " << v;
+  }
 }
 
 TEST(SimFused, RefusesWhatItCannotExecute) {
@@ -272,4 +277,18 @@ TEST(SimFused, RefusesWhatItCannotExecute) {
   const SimLayerWeights w = random_layer(s, 1);
   EXPECT_THROW(pack_decode_layer(bf, w, to_bf16(std::vector<float>(64, 0.5f)), rope_row(inv_freq(16, 1e4f), 0), kv),
                std::invalid_argument);
+}
+
+// An lm_head design whose logits objects do not split its padded rows is refused by name.
+TEST(SimFused, RefusesAnLmHeadWithAMismatchedChunk) {
+  Design d = lm_head_design(DType::BF16, 2101, 64, 1);  // 528 rows a core in objects of 176
+  d.params["chunk_rows"] = 100;
+  const std::vector<float> gamma(64, 1.0f), head(size_t(2101 * 64), 0.5f);
+  try {
+    pack_lm_head(d, gamma, head, to_bf16(std::vector<float>(64, 0.5f)));
+    FAIL() << "a mismatched chunk was packed";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("chunk_rows"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(d.name), std::string::npos) << e.what();
+  }
 }
