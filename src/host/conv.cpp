@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -15,10 +12,12 @@
 
 #include "core/cpu.h"
 #include "core/parallel.h"
+#include "host/conv_gemm.h"
 #include "host/conv_kernels.h"
 #include "host/conv_winograd.h"
 #include "host/gemm.h"
 #include "host/ops.h"
+#include "host/conv_weight_cache.h"
 
 namespace xdna::host {
 namespace conv_generic {
@@ -26,7 +25,7 @@ namespace conv_generic {
 }  // namespace conv_generic
 const ConvKernels& conv_kernels_generic() { return conv_generic::kernels(); }
 
-static const ConvKernels& active_conv_kernels() {
+const ConvKernels& active_conv_kernels() {
   switch (active_isa()) {
     case Isa::Avx512: return conv_kernels_avx512();
     case Isa::Avx2: return conv_kernels_avx2();
@@ -34,11 +33,6 @@ static const ConvKernels& active_conv_kernels() {
   }
 }
 
-// Patches per GEMM call: about 640 KiB of f32, so that a thread's patches stay in its L2 cache
-// between being written and being read by the microkernel.
-constexpr int64_t kPatchBudget = 160 * 1024;
-// The most patch floats conv2d_channel_split packs at once (8 MiB), shared by all threads.
-constexpr int64_t kSharedPatchFloats = 2 * 1024 * 1024;
 
 [[noreturn]] static void bad(const char* op, const std::string& what) {
   throw std::invalid_argument(std::string(op) + ": " + what);
@@ -51,18 +45,6 @@ static Tensor packed_input(const char* op, const Tensor& x, int64_t ndim, const 
                              : "undefined"));
   return x.contiguous();
 }
-
-// The weights as the microkernel's left operand: per group, MR-row panels over all of kdim,
-// panel i of group g at (g panels_g + i) kdim MR with a[k MR + r] = w[g cout_g + i MR + r][k]
-// (zero past the group's rows). A KC slice of a panel is then the [kc][MR] block sgemm reads.
-struct PackedConvWeights {
-  int64_t mr = 0, groups = 0, cout_g = 0, kdim = 0;
-  std::unique_ptr<HeapBuffer> storage;
-  const float* panel(int64_t g, int64_t i) const {
-    const int64_t panels_g = (cout_g + mr - 1) / mr;
-    return reinterpret_cast<const float*>(storage->data()) + (g * panels_g + i) * kdim * mr;
-  }
-};
 
 static std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Tensor& w, int64_t G, int64_t MR) {
   const Tensor wf = to_f32(w).contiguous();
@@ -88,127 +70,17 @@ static std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Tensor& 
   return p;
 }
 
-// Packings of constant weights, keyed by where the weights live and what they are; entries hold
-// the weight buffer so that its address cannot be reused by other weights while cached.
-struct ConvWeightKey {
-  const Buffer* buffer;
-  size_t offset;
-  DType dtype;
-  int64_t cout, cin_g, kh, kw, groups, mr;
-  auto tie() const { return std::tie(buffer, offset, dtype, cout, cin_g, kh, kw, groups, mr); }
-  bool operator<(const ConvWeightKey& o) const { return tie() < o.tie(); }
-};
-struct ConvWeightCache {
-  std::mutex mu;
-  std::map<ConvWeightKey, std::pair<std::shared_ptr<Buffer>, std::shared_ptr<const PackedConvWeights>>> entries;
-  size_t bytes = 0;
-};
-static ConvWeightCache& conv_weight_cache() {
-  static ConvWeightCache c;
+// Packings of constant weights (conv_weight_cache.h); past 1 GiB, constant weights are packed per call.
+static ConstantWeightCache<PackedConvWeights>& conv_weight_cache() {
+  static ConstantWeightCache<PackedConvWeights> c(size_t{1} << 30);
   return c;
 }
-constexpr size_t kConvWeightCacheBytes = size_t{1} << 30;  // past this, constant weights are packed per call
 
-size_t conv_weight_cache_bytes() {
-  ConvWeightCache& c = conv_weight_cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  return c.bytes;
+size_t conv_weight_cache_bytes() { return conv_weight_cache().bytes(); }
+
+std::shared_ptr<const PackedConvWeights> conv_weights(const Tensor& w, int64_t G, int64_t MR, bool constant) {
+  return conv_weight_cache().get(w, constant, {G, MR}, [&] { return pack_conv_weights(w, G, MR); });
 }
-
-static std::shared_ptr<const PackedConvWeights> conv_weights(const Tensor& w, int64_t G, int64_t MR,
-                                                             bool constant) {
-  if (!constant || !w.buffer()) return pack_conv_weights(w, G, MR);
-  const ConvWeightKey key{w.buffer().get(), w.byte_offset(), w.dtype(), w.dim(0), w.dim(1),
-                          w.dim(2), w.dim(3), G, MR};
-  ConvWeightCache& c = conv_weight_cache();
-  {
-    std::lock_guard<std::mutex> lock(c.mu);
-    if (auto it = c.entries.find(key); it != c.entries.end()) return it->second.second;
-  }
-  auto packed = pack_conv_weights(w, G, MR);  // outside the lock: it runs threaded
-  std::lock_guard<std::mutex> lock(c.mu);
-  if (c.bytes + packed->storage->size() > kConvWeightCacheBytes) return packed;
-  auto [it, inserted] = c.entries.try_emplace(key, w.buffer(), packed);
-  if (inserted) c.bytes += packed->storage->size();
-  return it->second.second;
-}
-
-// K slice depth of the conv GEMM: a KC x NR patch micro-panel (24 KiB at NR 32) stays in L1
-// while the weight panels stream past it from L2.
-constexpr int64_t kConvKC = 192;
-
-// Few output positions (ResNet-50's 14x14 and 7x7 stages: 7 and 2 panels): splitting them
-// between threads left each thread one to four panels, each thread streaming the whole weight
-// matrix from memory for them (the 7x7 stage's 3x3 conv: 9.4 MB, used for one 32-position panel
-// of which 17 are real), and unevenly (7 panels: 4 + 3). There the patches of all positions are
-// packed once, shared, and the threads split the output channels instead: each weight is read by
-// one thread and used for every panel. On one thread this is only the loop order, and it still
-// pays: the per-slice packing re-streamed the weights once per slice of `budget` panels (4 times
-// for the 14x14 stage's 3x3). Same tiles and K slices as conv2d_im2col: same bits.
-static bool use_channel_split(int64_t panels, int64_t kdim, int64_t NR, int64_t cout_g, int64_t MR) {
-  const int64_t threads = num_threads();
-  return panels < 8 * threads && cout_g >= 4 * MR * threads &&
-         panels * NR * kdim <= kSharedPatchFloats;
-}
-
-static void conv2d_channel_split(const Tensor& x, const ConvParams& p, int64_t Kh, int64_t Kw, int64_t Ho,
-                                 int64_t Wo, const EpilogueRows& ep, const PackedConvWeights& packed, Tensor& y) {
-  const int64_t Cin = x.dim(0), H = x.dim(1), W = x.dim(2);
-  const int64_t G = packed.groups, cin_g = Cin / G, cout_g = packed.cout_g, kdim = packed.kdim;
-  const int64_t P = Ho * Wo;
-  const IsaKernels& kern = active_kernels();
-  const int64_t NR = kern.nr, MR = kern.mr, MC = MR * 16;
-  const ConvKernels& ck = active_conv_kernels();
-  const int64_t panels = (P + NR - 1) / NR;
-  thread_local std::unique_ptr<HeapBuffer> shared;  // the calling thread's, lent to the team
-  const size_t bytes = static_cast<size_t>(panels * NR * kdim) * sizeof(float);
-  if (!shared || shared->size() < bytes) {
-    shared.reset();
-    shared = std::make_unique<HeapBuffer>(bytes);
-  }
-  float* pp = reinterpret_cast<float*>(shared->data());
-  float* py = y.data<float>();
-  const int64_t blocks = (cout_g + MR - 1) / MR;
-  for (int64_t g = 0; g < G; ++g) {
-    const PatchGeom geom{x.data<float>() + g * cin_g * H * W, cin_g, H, W, Kh, Kw, Wo,
-                         {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
-                         {p.dilation[0], p.dilation[1]}};
-    parallel_for(panels, 1, [&](int64_t q0, int64_t q1) {
-      ck.pack_patches(geom, q0 * NR, std::min(q1 * NR, P) - q0 * NR, NR, pp + q0 * kdim * NR);
-    });
-    parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
-      const int64_t end = std::min(b1 * MR, cout_g);
-      for (int64_t ic = b0 * MR; ic < end; ic += MC) {
-        const int64_t ic1 = std::min(ic + MC, end);
-        for (int64_t pc = 0; pc < kdim; pc += kConvKC) {
-          const int64_t kc = std::min(kConvKC, kdim - pc);
-          const bool last = pc + kc >= kdim;
-          for (int64_t jr = 0; jr < P; jr += NR) {
-            const int64_t nr = std::min(NR, P - jr);
-            const float* bp = pp + jr * kdim + pc * NR;
-            for (int64_t ir = ic; ir < ic1; ir += MR) {
-              const int64_t mr = std::min(MR, ic1 - ir), o = g * cout_g + ir;
-              kern.sgemm(kc, packed.panel(g, ir / MR) + pc * MR, bp, py + o * P + jr, P, mr, nr, pc > 0);
-              if (last) ck.epilogue(ep, py, o, mr, jr, nr);
-            }
-          }
-        }
-      }
-    });
-  }
-}
-
-// 1x1, stride 1, no padding, on the AVX-512 microkernel: the patch matrix is x itself ([Cin_g, P],
-// row stride P), so the microkernel reads that operand in place (conv_pointwise_avx512.cpp)
-// instead of from a packed copy of every input value (~9% of ResNet-50's time).
-static bool use_pointwise_in_place(const ConvParams& p, int64_t Kh, int64_t Kw, const IsaKernels& kern) {
-  return active_isa() == Isa::Avx512 && kern.mr == kPointwiseMR && kern.nr == kPointwiseNR && Kh == 1 &&
-         Kw == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 && p.padding[1] == 0;
-}
-
-// The most weight floats (channels x K slice) conv2d_pointwise keeps in L2 for all channels at once
-// (384 KiB: ResNet-50's 56x56 and 28x28 1x1 convolutions, up to 512 x 192).
-constexpr int64_t kPointwiseWeightSlice = 96 * 1024;
 
 // A 1x1 convolution at stride s without padding reads only x[:, s i, s j]: gathered once into a
 // buffer kept per thread, that subsampled input is a stride-1 1x1 convolution's (ResNet's
@@ -236,129 +108,6 @@ static Tensor subsample(const Tensor& x, int64_t sh, int64_t sw, int64_t Ho, int
     }
   });
   return xs;
-}
-
-// conv2d_im2col for 1x1 stride 1 on AVX-512 (use_pointwise_in_place): the same thread split,
-// position slices and K slices, with B read from x's rows. A micro-panel of x (KC rows of 32
-// positions, one stream per row) is used by all output channels before the next one (the
-// channel block loop inside the position loop) when their KC-deep weight slice fits L2 beside
-// it: re-reading it from memory once per 224-channel block cost more than its packing did.
-static void conv2d_pointwise(const Tensor& x, const EpilogueRows& ep, const PackedConvWeights& packed,
-                             Tensor& y) {
-  const int64_t P = x.dim(1) * x.dim(2), G = packed.groups, kdim = packed.kdim, cout_g = packed.cout_g;
-  constexpr int64_t NR = kPointwiseNR, MR = kPointwiseMR;
-  const int64_t MC = cout_g * std::min(kdim, kConvKC) <= kPointwiseWeightSlice ? cout_g : MR * 16;
-  const int64_t budget = std::max<int64_t>(1, kPatchBudget / std::max<int64_t>(kdim * NR, 1));
-  const int64_t panels = (P + NR - 1) / NR;
-  float* py = y.data<float>();
-  for (int64_t g = 0; g < G; ++g) {
-    const float* xg = x.data<float>() + g * kdim * P;
-    parallel_for(panels, 1, [&](int64_t q0, int64_t q1) {
-      for (int64_t q = q0; q < q1; q += budget) {
-        const int64_t p0 = q * NR, n = std::min(std::min(q + budget, q1) * NR, P) - p0;
-        for (int64_t pc = 0; pc < kdim; pc += kConvKC) {
-          const int64_t kc = std::min(kConvKC, kdim - pc);
-          const bool last = pc + kc >= kdim;
-          for (int64_t ic = 0; ic < cout_g; ic += MC) {
-            const int64_t ic1 = std::min(ic + MC, cout_g);
-            for (int64_t jr = 0; jr < n; jr += NR) {
-              const int64_t nr = std::min(NR, n - jr);
-              const float* bp = xg + pc * P + p0 + jr;  // B[k][c] = bp[k P + c]
-              // The next micro-panel's rows (kc streams, one per input plane) are fetched a share
-              // per tile while this one is in use: its first tile otherwise waited on each row.
-              const int64_t tiles = (ic1 - ic + MR - 1) / MR, share = (kc + tiles - 1) / tiles;
-              const float* next = jr + NR < n ? bp + NR : nullptr;
-              for (int64_t ir = ic, t = 0; ir < ic1; ir += MR, ++t) {
-                const int64_t mr = std::min(MR, ic1 - ir), o = g * cout_g + ir;
-                float* tile = py + o * P + p0 + jr;
-                if (next)
-                  for (int64_t k = t * share; k < std::min(kc, (t + 1) * share); ++k) {
-                    __builtin_prefetch(next + k * P);
-                    __builtin_prefetch(next + k * P + 16);
-                  }
-                if (last && ep.residual)  // the residual is cold (written layers ago): fetch it during the tile
-                  for (int64_t r = 0; r < mr; ++r) {
-                    __builtin_prefetch(ep.residual + (o + r) * P + p0 + jr);
-                    __builtin_prefetch(ep.residual + (o + r) * P + p0 + jr + nr - 1);
-                  }
-                sgemm_b_in_place_avx512(kc, packed.panel(g, ir / MR) + pc * MR, bp, P, tile, P, mr, nr, pc > 0,
-                                        last ? &ep : nullptr, o, p0 + jr);
-              }
-            }
-          }
-        }
-      }
-    });
-  }
-}
-
-// Few output positions and whole NR-channel panels (ResNet-50's 14x14 and 7x7 stages: 196 and
-// 49 positions, 256 to 2048 channels): the GEMM transposed, yᵀ[P, Cout_g] = patches · wᵀ. The
-// positions are the microkernel's rows (MR at a time; a partial tile runs exactly its rows), the
-// output channels its NR-wide panels, so P = 49 computes 49 rows where NR-position panels
-// computed 64 (23% of the FMAs wasted; 12.5% at 196). The patches of all positions are packed
-// once and shared; the threads take channel panels from a shared counter (each weight is read by
-// one thread, a descheduled thread's panels go to the other). A panel's [P, NR] result is
-// transposed into y and the shared epilogue runs on it while it is in L1. Same K slices and the
-// same per-element FMA chain as conv2d_im2col: same bits.
-static bool use_transposed(int64_t P, int64_t kdim, int64_t cout_g, int64_t NR, int64_t MR) {
-  const int64_t panels_p = (P + MR - 1) / MR;
-  return P < 16 * NR && P % NR != 0 && cout_g % NR == 0 && cout_g >= 2 * NR * num_threads() &&
-         panels_p * MR * kdim <= kSharedPatchFloats;
-}
-
-static void conv2d_transposed(const Tensor& x, const ConvParams& p, int64_t Kh, int64_t Kw, int64_t Ho,
-                              int64_t Wo, const EpilogueRows& ep, const PackedConvWeights& packed, Tensor& y) {
-  const int64_t Cin = x.dim(0), H = x.dim(1), W = x.dim(2);
-  const int64_t G = packed.groups, cin_g = Cin / G, cout_g = packed.cout_g, kdim = packed.kdim;
-  const int64_t P = Ho * Wo;
-  const IsaKernels& kern = active_kernels();
-  const int64_t NR = kern.nr, MR = kern.mr;  // packed.mr == NR: the weights are the NR-wide operand
-  const ConvKernels& ck = active_conv_kernels();
-  const int64_t panels_p = (P + MR - 1) / MR;
-  // 1x1 stride 1: the microkernel reads its rows (positions) straight from x, nothing is packed.
-  const bool in_place = use_pointwise_in_place(p, Kh, Kw, kern);
-  thread_local std::unique_ptr<HeapBuffer> shared;  // the calling thread's, lent to the team
-  const size_t bytes = in_place ? 0 : static_cast<size_t>(panels_p * MR * kdim) * sizeof(float);
-  if (!shared || shared->size() < bytes) {
-    shared.reset();
-    shared = std::make_unique<HeapBuffer>(bytes);
-  }
-  float* pp = reinterpret_cast<float*>(shared->data());
-  float* py = y.data<float>();
-  const int64_t blocks = cout_g / NR;
-  for (int64_t g = 0; g < G; ++g) {
-    const PatchGeom geom{x.data<float>() + g * cin_g * H * W, cin_g, H, W, Kh, Kw, Wo,
-                         {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
-                         {p.dilation[0], p.dilation[1]}};
-    if (!in_place)
-      parallel_for(panels_p, 1, [&](int64_t q0, int64_t q1) {
-        ck.pack_patches(geom, q0 * MR, std::min(q1 * MR, P) - q0 * MR, MR, pp + q0 * kdim * MR);
-      });
-    std::atomic<int64_t> next{0};
-    parallel_for(std::min<int64_t>(num_threads(), blocks), 1, [&](int64_t, int64_t) {
-      thread_local std::vector<float> tile;  // [P, NR]: one channel panel's yᵀ
-      tile.resize(static_cast<size_t>(P * NR));
-      float* t = tile.data();
-      for (int64_t b; (b = next.fetch_add(1)) < blocks;) {
-        const float* wb = packed.panel(g, b);
-        for (int64_t pc = 0; pc < kdim; pc += kConvKC) {
-          const int64_t kc = std::min(kConvKC, kdim - pc);
-          for (int64_t ir = 0; ir < P; ir += MR) {
-            if (in_place)
-              sgemm_a_in_place_avx512(kc, geom.x + pc * P + ir, P, wb + pc * NR, t + ir * NR, NR,
-                                      std::min(MR, P - ir), NR, pc > 0);
-            else
-              kern.sgemm(kc, pp + ir * kdim + pc * MR, wb + pc * NR, t + ir * NR, NR, std::min(MR, P - ir),
-                         NR, pc > 0);
-          }
-        }
-        const int64_t o0 = g * cout_g + b * NR;
-        ck.transpose_tile(t, P, NR, py + o0 * P, P);
-        ck.epilogue(ep, py, o0, NR, 0, P);
-      }
-    });
-  }
 }
 
 // Dense or grouped convolution as y_g[Cout_g, P] = w_g[Cout_g, Cin_g Kh Kw] · patchesᵀ: the

@@ -34,10 +34,10 @@ struct ConvEpilogue {
 
 // x [Cin, H, W] f32, w [Cout, Cin / groups, Kh, Kw] any weight dtype, bias [Cout] -> [Cout, Ho, Wo]
 // with Ho = (H + 2 pad - dil (Kh - 1) - 1) / stride + 1. Dense and grouped convolutions run as
-// patches packed per thread into the f32 GEMM microkernel's panels (conv.cpp; few positions and
-// whole 32-channel panels: the GEMM transposed, positions as the microkernel's rows); 1x1 ones on
-// AVX-512 read x in place instead (conv_pointwise_avx512.cpp); depthwise ones (one input channel
-// per group) as a direct loop.
+// patches packed per thread into the f32 GEMM microkernel's panels (conv.cpp;
+// conv_few_positions.cpp for few positions and whole 32-channel panels: the GEMM transposed,
+// positions as the microkernel's rows); 1x1 ones on AVX-512 read x in place instead
+// (conv_pointwise_avx512.cpp); depthwise ones (one input channel per group) as a direct loop.
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, const ConvParams& p);
 // conv2d writing into `y` when y already holds a contiguous f32 buffer of the output's size (it
 // is reshaped; not when it shares x's buffer), else into a new tensor: lets a caller reuse activations.

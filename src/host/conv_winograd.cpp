@@ -6,16 +6,14 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
-#include <tuple>
 
 #include "core/cpu.h"
 #include "core/parallel.h"
 #include "host/gemm.h"
 #include "host/ops.h"
+#include "host/conv_weight_cache.h"
 
 namespace xdna::host {
 namespace {
@@ -71,41 +69,14 @@ std::shared_ptr<const WinogradWeights> transform_weights(const Tensor& w, int m,
   return u;
 }
 
-struct WinogradKey {
-  const Buffer* buffer;
-  size_t offset;
-  DType dtype;
-  int64_t cout, cin;
-  int m;
-  int64_t nr;
-  auto tie() const { return std::tie(buffer, offset, dtype, cout, cin, m, nr); }
-  bool operator<(const WinogradKey& o) const { return tie() < o.tie(); }
-};
-struct WinogradCache {
-  std::mutex mu;
-  std::map<WinogradKey, std::pair<std::shared_ptr<Buffer>, std::shared_ptr<const WinogradWeights>>> entries;
-  size_t bytes = 0;
-};
-WinogradCache& winograd_cache() {
-  static WinogradCache c;
+// Filter transforms of constant weights (conv_weight_cache.h); past 1 GiB, filters are transformed per call.
+ConstantWeightCache<WinogradWeights>& winograd_cache() {
+  static ConstantWeightCache<WinogradWeights> c(size_t{1} << 30);
   return c;
 }
-constexpr size_t kWinogradCacheBytes = size_t{1} << 30;  // past this, filters are transformed per call
 
 std::shared_ptr<const WinogradWeights> winograd_weights(const Tensor& w, int m, int64_t NR, bool constant) {
-  if (!constant || !w.buffer()) return transform_weights(w, m, NR);
-  const WinogradKey key{w.buffer().get(), w.byte_offset(), w.dtype(), w.dim(0), w.dim(1), m, NR};
-  WinogradCache& c = winograd_cache();
-  {
-    std::lock_guard<std::mutex> lock(c.mu);
-    if (auto it = c.entries.find(key); it != c.entries.end()) return it->second.second;
-  }
-  auto u = transform_weights(w, m, NR);  // outside the lock: it runs threaded
-  std::lock_guard<std::mutex> lock(c.mu);
-  if (c.bytes + u->storage->size() > kWinogradCacheBytes) return u;
-  auto [it, inserted] = c.entries.try_emplace(key, w.buffer(), u);
-  if (inserted) c.bytes += u->storage->size();
-  return it->second.second;
+  return winograd_cache().get(w, constant, {m, NR}, [&] { return transform_weights(w, m, NR); });
 }
 
 // Transformed input per block: at most this many floats (A^2 tiles cin), so that it and the
@@ -114,11 +85,7 @@ constexpr int64_t kInputBudget = 96 * 1024;
 
 }  // namespace
 
-size_t winograd_weight_cache_bytes() {
-  WinogradCache& c = winograd_cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  return c.bytes;
-}
+size_t winograd_weight_cache_bytes() { return winograd_cache().bytes(); }
 
 int winograd_tile(const ConvParams& p, int64_t cin, int64_t cout, int64_t kh, int64_t kw, int64_t Ho,
                   int64_t Wo) {

