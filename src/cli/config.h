@@ -22,7 +22,7 @@ struct Config {
   // --device npu: what runs when the NPU is missing or busy ("none", "host" or "npu-sim"), and
   // the compiled-artifacts directory (default: artifacts::default_artifacts_dir()).
   std::optional<std::string> npu_fallback, npu_artifacts;
-  // LLM KV cache element type ("f32", "f16" or "bf16"; unset: f32, default_kv_dtype).
+  // LLM KV cache element type ("f32", "f16" or "bf16"; unset: f16, default_kv_dtype).
   std::optional<std::string> kv_type;
   std::string path;                   // the file it came from; empty when none was read
 };

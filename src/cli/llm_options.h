@@ -33,7 +33,7 @@ struct LlmCliOptions {
   std::string store;
   int64_t context = 0;                 // 0 = the model's maximum, capped by kv_budget_mib
   uint64_t kv_budget_mib = 1024;       // KV cache budget
-  std::string kv_type;                 // "" = config kv_type, else the model format's default
+  std::string kv_type;                 // "" = config kv_type, else default_kv_dtype (f16)
   int64_t max_tokens = 256;
   SamplingParams sampling{.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f};
   std::optional<uint64_t> seed;        // none: a random seed (reported by --json)
@@ -58,8 +58,8 @@ inline void add_llm_options(CLI::App* cmd, LlmCliOptions& o) {
   cmd->add_option("--kv-budget", o.kv_budget_mib, "KV cache memory budget in MiB (0 = no cap)")
       ->capture_default_str();
   cmd->add_option("--kv-type", o.kv_type,
-                  "KV cache element type: f32, f16 or bf16 (default: config kv_type, else f32; f16/bf16 "
-                  "halve the cache's memory)")
+                  "KV cache element type: f32, f16 or bf16 (default: config kv_type, else f16, as llama.cpp; "
+                  "f16/bf16 hold half the bytes of f32)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--max-tokens,-n", o.max_tokens, "Tokens to generate at most (0 = until the context is full)")
       ->check(CLI::NonNegativeNumber)

@@ -11,6 +11,7 @@
 
 #include "core/cpu.h"
 #include "core/parallel.h"
+#include "host/attention_decode.h"
 #include "host/gemm.h"
 #include "host/kv_cache.h"
 #include "host/matmul.h"
@@ -119,16 +120,51 @@ const float* kv_rows(const float* f32, const void* half, DType dt, int64_t pos, 
   return tile;
 }
 
+// Softmax of each of the G score rows s[g] (n keys) in place, keeping the row's max in pm[g] and its
+// 1 / (sum of numerators) in pl[g]; a row whose keys are all masked becomes zeros (pm, pl stay
+// -inf, 0). False when every row was masked.
+bool softmax_groups(float* s, int64_t G, int64_t n, float* pm, float* pl) {
+  bool any = false;
+  for (int64_t g = 0; g < G; ++g) {
+    float* sg = s + g * n;
+    const int64_t arg = std::max_element(sg, sg + n) - sg;
+    if (sg[arg] == -std::numeric_limits<float>::infinity()) {  // every key masked out
+      std::fill(sg, sg + n, 0.0f);
+      continue;
+    }
+    pm[g] = sg[arg];
+    softmax_rows(sg, 1, n);
+    pl[g] = 1.0f / sg[arg];  // the max's numerator is e^0 = 1, so it holds 1 / l
+    any = true;
+  }
+  return any;
+}
+
+const float** q_ptrs(std::vector<const float*>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+// Element `off` of an f32 cache (f32 set) or of a half one.
+const void* kv_at(const float* f32, const void* half, DType dt, int64_t off) {
+  return dt == DType::F32 ? static_cast<const void*>(f32 + off) : static_cast<const uint16_t*>(half) + off;
+}
+
 // Few query rows (decode): flash-decoding. Work items are (query row, kv head, key chunk); one
 // item streams its chunk of K and V once for ALL the query heads of the kv head's group (GQA),
 // keeping their softmax numerators in a chunk-local scale (max m, sum l). The chunks are then
 // merged per (row, head): y = Σ_c l_c e^(m_c - M) y_c / Σ_c l_c e^(m_c - M). Splitting the keys
 // keeps both threads busy when there is one kv head (Gemma 3 270M) and reads the cache once.
-// A half-precision cache is widened tile by tile and then runs the same f32 arithmetic, so its
-// output equals an f32 cache holding the rounded values.
+// With AVX-512 a half-precision cache is read by the kernels of host/attention_decode.h, which widen
+// K and V in registers (its result differs from an f32 cache of the same values only by f32
+// summation order); elsewhere it is widened tile by tile and runs the f32 loops, so it equals an
+// f32 cache holding the rounded values bit for bit.
 void attention_rows(const Problem& a) {
   const IsaKernels& kern = active_kernels();
   const AxpyFn axpy = active_axpy();
+  // f32 keeps the prefetching dot / axpy loops: the fused kernels measured ~35% slower over an f32
+  // cache at Gemma 3's shape (docs/benchmarks-llm.md, 2026-12-01).
+  const bool fused = active_isa() == Isa::Avx512 && a.kv != DType::F32;
   const int64_t G = a.group, rows_heads = a.T * a.Hkv;
   // Chunks of at least 64 keys, enough of them for every thread to get a share.
   const int64_t max_split = std::max<int64_t>(1, (a.S + 63) / 64);
@@ -139,7 +175,8 @@ void attention_rows(const Problem& a) {
   float* partial = scratch(partial_buf, static_cast<size_t>(items * stride));
   parallel_for(items, 1, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> score_buf, tile_buf;
-    float* tile = a.kv == DType::F32 ? nullptr
+    thread_local std::vector<const float*> qp_buf;
+    float* tile = a.kv == DType::F32 || fused ? nullptr
                                      : scratch(tile_buf, static_cast<size_t>(kHalfTile * std::max(a.D, a.Dv)));
     for (int64_t it = i0; it < i1; ++it) {
       const int64_t c = it % split, kh = (it / split) % a.Hkv, t = it / (split * a.Hkv);
@@ -154,6 +191,18 @@ void attention_rows(const Problem& a) {
       for (int64_t g = 0; g < G; ++g) pm[g] = -std::numeric_limits<float>::infinity(), pl[g] = 0.0f;
       if (n <= 0) continue;
       float* s = scratch(score_buf, static_cast<size_t>(G * n));  // [G][n]
+      if (fused) {  // AVX-512, f16 / bf16: K and V read in their own type, widened in registers
+        const float** qp = q_ptrs(qp_buf, G);
+        for (int64_t g = 0; g < G; ++g) qp[g] = a.q + (t * a.Hq + kh * G + g) * a.D;
+        decode_scores_avx512(kv_at(a.k, a.k_half, a.kv, c0 * a.k_pos + kh * a.k_head), a.kv, a.k_pos, n, a.D, qp, G,
+                             s, n);
+        for (int64_t g = 0; g < G; ++g)
+          for (int64_t j = 0; j < n; ++j) s[g * n + j] = a.logit(s[g * n + j], t, c0 + j);
+        if (softmax_groups(s, G, n, pm, pl))
+          decode_wsum_avx512(kv_at(a.v, a.v_half, a.kv, c0 * a.v_pos + kh * a.v_head), a.kv, a.v_pos, n, a.Dv, s, n,
+                             G, part);
+        continue;
+      }
       XRow xq[64];
       const int64_t gq = std::min<int64_t>(G, 64);
       for (int64_t g = 0; g < gq; ++g) xq[g] = {a.q + (t * a.Hq + kh * G + g) * a.D, nullptr, nullptr, a.D};
@@ -169,17 +218,7 @@ void attention_rows(const Problem& a) {
           }
         }
       }
-      for (int64_t g = 0; g < G; ++g) {
-        float* sg = s + g * n;
-        const int64_t arg = std::max_element(sg, sg + n) - sg;
-        if (sg[arg] == -std::numeric_limits<float>::infinity()) {  // every key masked out
-          std::fill(sg, sg + n, 0.0f);
-          continue;
-        }
-        pm[g] = sg[arg];
-        softmax_rows(sg, 1, n);
-        pl[g] = 1.0f / sg[arg];  // the max's numerator is e^0 = 1, so it holds 1 / l
-      }
+      softmax_groups(s, G, n, pm, pl);
       for (int64_t j0 = c0; j0 < c1; j0 += kHalfTile) {
         const int64_t j1 = std::min(c1, j0 + kHalfTile);
         int64_t vs;

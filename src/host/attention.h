@@ -17,7 +17,8 @@ struct AttentionParams {
 
 // q [T, Hq, D], k [S, Hkv, D], v [S, Hkv, Dv] -> [T, Hq, Dv]. Hq must be a multiple of Hkv
 // (GQA; Hkv = 1 is MQA): query head h reads kv head h / (Hq / Hkv). k and v may both be f16 or
-// both bf16 (a half-precision KV cache): the result equals f32 k, v holding the same values. mask, when given, is an f32
+// both bf16 (a half-precision KV cache): the result equals f32 k, v holding the same values (bit for
+// bit without AVX-512; within f32 summation-order rounding with it, whose decode loops differ). mask, when given, is an f32
 // [T, S] added to the logits after scaling and soft-capping (-inf hides a key). Logits are
 // computed as scale * q.k, capped, masked, then softmaxed over the visible keys. A query that
 // sees no key at all gets zeros.

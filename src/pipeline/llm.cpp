@@ -162,7 +162,7 @@ std::string resolve_model_path(const std::string& path_or_name, const std::strin
   throw std::runtime_error(msg);
 }
 
-DType default_kv_dtype() { return DType::F32; }
+DType default_kv_dtype() { return DType::F16; }
 
 std::unique_ptr<LanguageModel> LanguageModel::load(const std::string& path_in, const LoadOptions& opts) {
   if (!fs::exists(path_in)) throw std::runtime_error(path_in + ": no such file or directory");

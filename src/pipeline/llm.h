@@ -33,9 +33,10 @@ struct LoadOptions {
   std::optional<DType> kv_dtype;
 };
 
-// The KV cache type when none is chosen: f32. An f16 / bf16 cache halves the memory, but decode
-// measured slower with it on this project's machine (the tile widening costs more than the bytes
-// it saves: docs/benchmarks-llm.md), so it is an option (--kv-type, config kv_type), not the default.
+// The KV cache type when none is chosen: f16, llama.cpp's default too. It holds half the bytes of
+// f32, so decode attention streams half as much per token (K/V are widened in registers: faster
+// than f32 from a few hundred positions on, docs/benchmarks-llm.md); logits stay within ~2e-3 of
+// max|logit| of an f32 cache. `--kv-type f32` (config kv_type) keeps full precision.
 DType default_kv_dtype();
 
 class LanguageModel {

@@ -80,11 +80,18 @@ void append_report(RunReport& all, const RunReport& step) {
   all.ops.insert(all.ops.end(), step.ops.begin(), step.ops.end());
 }
 
+// The request's sampling, computing log-probs only when the request reports them.
+SamplingParams sampling_for(const GenerateRequest& r) {
+  SamplingParams s = r.sampling;
+  s.logprobs = r.logprobs;
+  return s;
+}
+
 }  // namespace
 
 struct GenerationStepper::Impl {
   Impl(const LanguageModel& m, const GenerateRequest& r, std::function<bool(const GeneratedPiece&)> cb)
-      : model(m), request(r), on_piece(std::move(cb)), sampler(r.sampling), stream(r.stop),
+      : model(m), request(r), on_piece(std::move(cb)), sampler(sampling_for(r)), stream(r.stop),
         history(r.prompt), input(r.prompt) {}
   const LanguageModel& model;
   GenerateRequest request;

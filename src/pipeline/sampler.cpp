@@ -89,12 +89,17 @@ TokenChoice Sampler::sample(std::span<const float> logits, std::span<const int32
     }
   }
 
-  // Log-softmax of the penalised logits (the model's distribution, as OpenAI reports it).
+  // Log-softmax of the penalised logits (the model's distribution, as OpenAI reports it), only
+  // when log-probs are reported: nothing below chooses a token from it.
   const size_t argmax = static_cast<size_t>(first_argmax(adjusted_));
   const float max_l = adjusted_[argmax];
-  double sum = 0;
-  for (size_t i = 0; i < n; i++) sum += std::exp(static_cast<double>(adjusted_[i]) - max_l);
-  const float log_z = max_l + static_cast<float>(std::log(sum));
+  const bool report = p_.logprobs || p_.top_logprobs > 0;
+  float log_z = 0.0f;
+  if (report) {
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += std::exp(static_cast<double>(adjusted_[i]) - max_l);
+    log_z = max_l + static_cast<float>(std::log(sum));
+  }
 
   TokenChoice choice;
   if (p_.temperature == 0.0f) {
@@ -130,7 +135,7 @@ TokenChoice Sampler::sample(std::span<const float> logits, std::span<const int32
           break;
         }
       }
-      choice.logprob = adjusted_[choice.id] - log_z;
+      if (report) choice.logprob = adjusted_[choice.id] - log_z;
       add_top_logprobs(choice, log_z);
       return choice;
     }
@@ -172,7 +177,7 @@ TokenChoice Sampler::sample(std::span<const float> logits, std::span<const int32
     }
     choice.id = scratch_[pick].second;
   }
-  choice.logprob = adjusted_[choice.id] - log_z;
+  if (report) choice.logprob = adjusted_[choice.id] - log_z;
   add_top_logprobs(choice, log_z);
   return choice;
 }

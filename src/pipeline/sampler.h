@@ -24,6 +24,9 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;
   uint64_t seed = 0;
   int32_t top_logprobs = 0;  // 0..20 alternatives to report per token
+  // Fill TokenChoice::logprob (a log-softmax over the whole vocabulary every token). false with
+  // top_logprobs 0 skips it (logprob stays 0); the chosen tokens are the same either way.
+  bool logprobs = true;
 };
 
 // The index of the first largest value (std::max_element's answer for NaN-free input), in one

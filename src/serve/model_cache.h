@@ -130,7 +130,7 @@ class ModelCache {
   // KV cache budget of each LLM loaded from now on (LoadOptions::memory_budget_bytes).
   void set_llm_load_options(const LoadOptions& opts);
   // KV cache element type of each LLM loaded from now on (LoadOptions::kv_dtype; unset =
-  // default_kv_dtype, f32).
+  // default_kv_dtype, f16).
   void set_llm_kv_dtype(std::optional<DType> kv_dtype);
   // The same for a speech-to-text model (is_speech_family: whisper, parakeet, gigaam); catalog
   // aliases of a pulled model are accepted. std::invalid_argument when the model is of another

@@ -1,5 +1,5 @@
 // --kv-type and the config key kv_type: `npu bench llm` on the tiny Qwen3 GGUF fixture reports the
-// cache type and size it ran with (f32 by default; f16 / bf16 take half the bytes); the config
+// cache type and size it ran with (f16 by default; f16 / bf16 take half the bytes of f32); the config
 // key sets it, the flag overrides the config, and bad values are errors naming the value.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -43,11 +43,14 @@ class KvTypeCli : public ::testing::Test {
 };
 
 TEST_F(KvTypeCli, DefaultFlagAndConfigKey) {
-  const json def = bench(""), f16 = bench("--kv-type f16"), bf16 = bench("--kv-type bf16");
-  EXPECT_EQ(def["kv_type"], "f32");  // the default (faster decode here, docs/benchmarks-llm.md)
+  const json def = bench(""), f32 = bench("--kv-type f32"), f16 = bench("--kv-type f16"),
+             bf16 = bench("--kv-type bf16");
+  EXPECT_EQ(def["kv_type"], "f16");  // the default, as llama.cpp's (docs/benchmarks-llm.md)
+  EXPECT_EQ(f32["kv_type"], "f32");
   EXPECT_EQ(f16["kv_type"], "f16");
   EXPECT_EQ(bf16["kv_type"], "bf16");
-  EXPECT_DOUBLE_EQ(f16["kv_cache_mib"].get<double>() * 2, def["kv_cache_mib"].get<double>());
+  EXPECT_DOUBLE_EQ(def["kv_cache_mib"].get<double>(), f16["kv_cache_mib"].get<double>());
+  EXPECT_DOUBLE_EQ(f16["kv_cache_mib"].get<double>() * 2, f32["kv_cache_mib"].get<double>());
   EXPECT_DOUBLE_EQ(bf16["kv_cache_mib"].get<double>(), f16["kv_cache_mib"].get<double>());
 
   write_config("{\"kv_type\": \"f16\"}");

@@ -54,7 +54,9 @@ GenerateRequest greedy(const std::vector<int32_t>& prompt, int64_t max_tokens) {
 class Llm : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_ = LanguageModel::load(kFixture.string()).release();
+    LoadOptions o;
+    o.kv_dtype = DType::F32;  // the transformers reference ids are compared against an f32 cache
+    model_ = LanguageModel::load(kFixture.string(), o).release();
     cases_ = new std::vector<Case>(load_cases());
   }
   static void TearDownTestSuite() {
@@ -203,6 +205,7 @@ TEST_F(Llm, MaxTokensAndContextEndGiveLength) {
 TEST_F(Llm, KvBudgetCapsTheContext) {
   LoadOptions o;
   o.memory_budget_bytes = 40 * model_->decoder().kv_cache_bytes(1);
+  o.kv_dtype = model_->decoder().kv_dtype();  // the budget is counted in model_'s KV type
   const auto lm = LanguageModel::load(kFixture.string(), o);
   EXPECT_EQ(lm->context_length(), 40);
 }

@@ -243,3 +243,32 @@ TEST(Sampler, FirstArgmaxMatchesMaxElement) {
   big[200000] = big[100] = 1e9f;
   expect(big);
 }
+
+// logprobs = false (no log-probs reported) skips the vocabulary log-softmax: the same seed draws
+// the same tokens on every sampling path (greedy, min-p only, top-k / top-p, penalties) and the
+// logprob is left 0; with it on the logprob is the log-softmax of the penalised logits.
+TEST(Sampler, SkippingLogprobsKeepsTheTokens) {
+  std::vector<float> logits(1000);
+  for (size_t i = 0; i < logits.size(); i++) logits[i] = std::sin(0.37f * float(i)) * 4.0f;
+  const std::vector<int32_t> history = {3, 5, 5, 998};
+  for (SamplingParams p : {params(0.0f), params(0.8f, 0, 1.0f, 0.05f), params(0.8f, 40, 0.95f, 0.05f),
+                           params(1.2f, 0, 0.9f)}) {
+    p.repetition_penalty = 1.1f;
+    p.frequency_penalty = 0.2f;
+    SamplingParams off = p;
+    off.logprobs = false;
+    Sampler with(p), without(off);
+    for (int i = 0; i < 200; i++) {
+      const xdna::TokenChoice a = with.sample(logits, history), b = without.sample(logits, history);
+      ASSERT_EQ(a.id, b.id) << "draw " << i << " temperature " << p.temperature;
+      EXPECT_EQ(b.logprob, 0.0f);
+      EXPECT_LT(a.logprob, 0.0f);
+      EXPECT_TRUE(b.top.empty());
+    }
+  }
+  // the reported value: log-softmax of the logits (no penalties here)
+  SamplingParams g = params(0.0f);
+  Sampler s(g);
+  const std::vector<float> l = log_probs({0.1, 0.6, 0.3});
+  EXPECT_NEAR(s.sample(l, {}).logprob, std::log(0.6), 1e-6);
+}

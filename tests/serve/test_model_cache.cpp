@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "pipeline/llm.h"
 #include "serve/model_cache.h"
 #include "serve/server.h"
 #include "server_test_util.h"
@@ -22,8 +23,9 @@ namespace {
 
 const fs::path kBert = fs::path(XDNA_FIXTURE_DIR) / "encoders" / "tiny-bert-e5";
 const fs::path kLlm = fs::path(XDNA_FIXTURE_DIR) / "llm" / "tiny-llama-chat";
-// tiny-llama-chat: 2 layers, 2 KV heads of 16 dims, f32 K and V: bytes per token of KV cache.
-constexpr uint64_t kLlmKvPerToken = 2 * 2 * 2 * 16 * 4;
+// tiny-llama-chat: 2 layers, 2 KV heads of 16 dims, K and V of the default KV type (f16): bytes
+// per token of KV cache.
+const uint64_t kLlmKvPerToken = 2 * 2 * 2 * 16 * static_cast<uint64_t>(dtype_bytes(default_kv_dtype(), 1));
 constexpr int64_t kLlmContext = 128;
 
 uint64_t dir_bytes(const fs::path& dir) {
