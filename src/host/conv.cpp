@@ -17,6 +17,7 @@
 #include "host/conv_winograd.h"
 #include "host/gemm.h"
 #include "host/ops.h"
+#include "host/scratch_buffer.h"
 #include "host/conv_weight_cache.h"
 
 namespace xdna::host {
@@ -148,12 +149,7 @@ static void conv2d_im2col(const Tensor& x, const Tensor& w, const ConvParams& p,
     parallel_for(panels, 1, [&](int64_t q0, int64_t q1) {
       // Kept per thread between calls: fresh buffers cost their page faults every time.
       thread_local std::unique_ptr<HeapBuffer> scratch;
-      const size_t bytes = static_cast<size_t>(chunk * kdim) * sizeof(float);
-      if (!scratch || scratch->size() < bytes) {
-        scratch.reset();
-        scratch = std::make_unique<HeapBuffer>(bytes);
-      }
-      float* pp = reinterpret_cast<float*>(scratch->data());
+      float* pp = grown_scratch(scratch, static_cast<size_t>(chunk * kdim) * sizeof(float));
       for (int64_t q = q0; q < q1; q += budget) {
         const int64_t p0 = q * NR, n = std::min(std::min(q + budget, q1) * NR, P) - p0;
         ck.pack_patches(geom, p0, n, NR, pp);

@@ -7,6 +7,7 @@
 
 #include "core/parallel.h"
 #include "host/conv_gemm.h"
+#include "host/scratch_buffer.h"
 
 namespace xdna::host {
 
@@ -34,12 +35,7 @@ void conv2d_channel_split(const Tensor& x, const ConvParams& p, int64_t Kh, int6
   const ConvKernels& ck = active_conv_kernels();
   const int64_t panels = (P + NR - 1) / NR;
   thread_local std::unique_ptr<HeapBuffer> shared;  // the calling thread's, lent to the team
-  const size_t bytes = static_cast<size_t>(panels * NR * kdim) * sizeof(float);
-  if (!shared || shared->size() < bytes) {
-    shared.reset();
-    shared = std::make_unique<HeapBuffer>(bytes);
-  }
-  float* pp = reinterpret_cast<float*>(shared->data());
+  float* pp = grown_scratch(shared, static_cast<size_t>(panels * NR * kdim) * sizeof(float));
   float* py = y.data<float>();
   const int64_t blocks = (cout_g + MR - 1) / MR;
   for (int64_t g = 0; g < G; ++g) {
@@ -98,12 +94,7 @@ void conv2d_transposed(const Tensor& x, const ConvParams& p, int64_t Kh, int64_t
   // 1x1 stride 1: the microkernel reads its rows (positions) straight from x, nothing is packed.
   const bool in_place = use_pointwise_in_place(p, Kh, Kw, kern);
   thread_local std::unique_ptr<HeapBuffer> shared;  // the calling thread's, lent to the team
-  const size_t bytes = in_place ? 0 : static_cast<size_t>(panels_p * MR * kdim) * sizeof(float);
-  if (!shared || shared->size() < bytes) {
-    shared.reset();
-    shared = std::make_unique<HeapBuffer>(bytes);
-  }
-  float* pp = reinterpret_cast<float*>(shared->data());
+  float* pp = grown_scratch(shared, in_place ? 0 : static_cast<size_t>(panels_p * MR * kdim) * sizeof(float));
   float* py = y.data<float>();
   const int64_t blocks = cout_g / NR;
   for (int64_t g = 0; g < G; ++g) {

@@ -13,6 +13,7 @@
 #include "core/parallel.h"
 #include "host/gemm.h"
 #include "host/ops.h"
+#include "host/scratch_buffer.h"
 #include "host/conv_weight_cache.h"
 
 namespace xdna::host {
@@ -127,22 +128,13 @@ void conv2d_winograd(const Tensor& x, const Tensor& w, const ConvParams& p, int6
   std::atomic<int64_t> next{0};
   parallel_for(std::min<int64_t>(threads, items), 1, [&](int64_t, int64_t) {
     thread_local std::unique_ptr<HeapBuffer> vbuf, mbuf;
-    const size_t vbytes = static_cast<size_t>(A * A * bp * MR * cin) * sizeof(float);
-    const size_t mbytes = static_cast<size_t>(A * A * bp * MR * 64) * sizeof(float);
-    if (!vbuf || vbuf->size() < vbytes) {
-      vbuf.reset();
-      vbuf = std::make_unique<HeapBuffer>(vbytes);
-    }
-    if (!mbuf || mbuf->size() < mbytes) {
-      mbuf.reset();
-      mbuf = std::make_unique<HeapBuffer>(mbytes);
-    }
+    float* v = grown_scratch(vbuf, static_cast<size_t>(A * A * bp * MR * cin) * sizeof(float));
+    float* m = grown_scratch(mbuf, static_cast<size_t>(A * A * bp * MR * 64) * sizeof(float));
     for (int64_t it; (it = next.fetch_add(1)) < items;) {
       const int64_t tb = it / csplit, cs = it % csplit;
       const int64_t t0 = tb * bp * MR, t1 = std::min(tiles, (tb + 1) * bp * MR);
       const int64_t o0 = cs * cchunk, o1 = cs + 1 == csplit ? cout : o0 + cchunk;
-      winograd_block_avx512(b, kern.sgemm, MR, NR, t0, t1, o0, o1, reinterpret_cast<float*>(vbuf->data()),
-                            reinterpret_cast<float*>(mbuf->data()));
+      winograd_block_avx512(b, kern.sgemm, MR, NR, t0, t1, o0, o1, v, m);
     }
   });
 }
