@@ -7,7 +7,8 @@
 // with its exchange and the residual add; gate_up (ffn-norm gamma, gate and up rows) with the
 // exchange of act(gate) * up; down with its exchange, the residual add and down_result (the
 // last core). npu (needs hardware and the toolchain, unverified here).
-// Numerical reference: npu-sim's decode_layer family (src/npu/sim_exec.cpp, run_decode_layer):
+// Numerical reference: the composition below (npu-sim's decode_layer family runs the design's core
+// programs over these entry points: src/npu/sim_exec.cpp, run_design):
 // the stages of qkv_rope_bf16.cc and attention_decode_bf16.cc (fused_stage.h), then gemv_bf16
 // of the o rows against the combined attention, eltwise_add_bf16 with x, rmsnorm_bf16 with the
 // ffn gamma, gemv_bf16 of the gate and up rows, SiLU / tanh-GELU times up, gemv_bf16 of the down

@@ -1,10 +1,10 @@
 // Pieces the fused stage kernels share (qkv_rope_bf16.cc, attention_decode_bf16.cc,
 // lm_head_bf16.cc, decode_layer_bf16.cc): the split of the work over the cores (as
-// design_families_fused.cpp and npu-sim's src/npu/sim_exec.cpp make it), one 16-value block of
-// a streamed GEMV, the exchange slices, the streamed QKV part, QK-norm + RoPE, the streamed
-// flash-decoding attention with its combine, and lm_head's stages (also lm_head_int8.cc). npu
-// (needs hardware and the toolchain, unverified here). Every piece keeps npu-sim's order of
-// operations (see each kernel's header comment).
+// design_families_fused.cpp and npu-sim's src/npu/sim_exec_fused_internal.h make it), one
+// 16-value block of a streamed GEMV, the exchange slices, the streamed QKV part, QK-norm + RoPE,
+// the streamed flash-decoding attention with its combine, and lm_head's stages (also
+// lm_head_int8.cc). npu (needs hardware and the toolchain, unverified here). Every piece keeps
+// npu-sim's order of operations (see each kernel's header comment).
 #pragma once
 #include <cmath>
 #include <cstring>

@@ -3,7 +3,7 @@
 //
 // A matrix slice of R rows x k int8 values travels as [R rows of k bytes][R f32 per-row weight
 // scales, zero padded to a whole 32-byte block] (design_families_fused.cpp, Stages::wbytes; the
-// host packs it so: src/npu/sim_exec.cpp). Streams are taken in 32-byte blocks: 16 bf16 values
+// host packs it so: src/npu/sim_exec_pack.cpp). Streams are taken in 32-byte blocks: 16 bf16 values
 // (gammas) or 32 int8 values (rows; k % 32 == 0, so a block never straddles a row).
 // Numerics, as npu-sim's unfused int8 MatMul (docs/npu-sim.md) up to its output store: the
 // vector a matrix multiplies is quantized per row (sx = max|x| / 127, q = x / sx rounded to

@@ -3,7 +3,8 @@
 // programs"): x (per 2 KiB object of the replicated hidden state), norm (the final-norm gamma),
 // rows (per object of the core's head rows) and rows_out (one f32 logits object of `chunk` rows,
 // joined per column and drained). npu (needs hardware and the toolchain, unverified here).
-// Numerical reference: npu-sim's lm_head family (src/npu/sim_exec.cpp, run_lm_head):
+// Numerical reference: the composition below (npu-sim's lm_head family runs the design's core
+// programs over these entry points: src/npu/sim_exec.cpp, run_design):
 // rmsnorm_bf16 of x, then gemv_bf16_f32 of the core's rows (16-lane f32 accumulators, pairwise
 // reduction, the f32 sum stored unrounded). Rows arrive in 16-value blocks with one row's
 // accumulator live (hidden % 16 == 0: a block never straddles a row), so the lane order is

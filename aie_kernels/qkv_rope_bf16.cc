@@ -4,7 +4,8 @@
 // attn-norm gamma, the core's QKV rows, the QK-norm gammas), qkv_give / qkv_take (exchange of
 // the rows), rope (the RoPE row of this position), rope_result (q, the last core) and
 // rope_kv_new (the new K/V row, core (0,2)). npu (needs hardware and the toolchain, unverified here).
-// Numerical reference: npu-sim's qkv_rope family (src/npu/sim_exec.cpp, run_qkv_rope):
+// Numerical reference: the composition below (npu-sim's qkv_rope family runs the design's core
+// programs over these entry points: src/npu/sim_exec.cpp, run_design):
 // rmsnorm_bf16 of x, gemv_bf16 of the core's rows against it (rows streamed in 16-value blocks,
 // one row's 16-lane f32 accumulator live: gemv_bf16's lane order), the exchange, then per head
 // rmsnorm_bf16 with the q / k gamma (QK-norm, when used) and rope_bf16 over q and k heads.

@@ -110,7 +110,7 @@ TEST(Int8StreamBytes, Qwen3PlanBytesPerTokenAreTheFormula) {
   EXPECT_LT(double(all_scales), 0.004 * double(weights));
 }
 
-// The packer (sim_exec.cpp: npu-sim's layout, which the device runtime uploads too) writes a
+// The packer (sim_exec_pack.cpp: npu-sim's layout, which the device runtime uploads too) writes a
 // core's slice as the rows, then their scales back to back, then zeros to a whole 32-byte block:
 // 13 rows a core (vocab 416 over 32 cores) give 52 bytes of scales and 12 of padding.
 TEST(Int8StreamBytes, PackerWritesTheScalesDenselyAfterTheRows) {
