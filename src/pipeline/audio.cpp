@@ -41,9 +41,15 @@ std::string av_error(int err) {
   throw std::runtime_error("audio '" + name + "': " + what);
 }
 
-void quiet_ffmpeg() {  // bad input is reported by our exceptions, never on stderr
+// Bad input is reported by our exceptions, never on stderr; and no single FFmpeg allocation may
+// exceed 256 MiB (its default cap is INT_MAX: a malformed header made a demuxer ask for 2 GB), so
+// such a file fails to open with an error instead of exhausting memory.
+void quiet_ffmpeg() {
   static std::once_flag once;
-  std::call_once(once, [] { av_log_set_level(AV_LOG_QUIET); });
+  std::call_once(once, [] {
+    av_log_set_level(AV_LOG_QUIET);
+    av_max_alloc(size_t{256} << 20);
+  });
 }
 
 struct FormatCloser {
