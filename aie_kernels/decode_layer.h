@@ -12,7 +12,7 @@
 //   rows_out(out, rows, first, rnd): the values of the core's `rows` finished rows (from slot
 //     `first` of M's own store) into out, before they are given to an exchange.
 #pragma once
-#include "fused_stage.h"
+#include "fused_stage_int8.h"
 
 namespace xk_fused {
 
@@ -35,6 +35,18 @@ struct DecodeShape {
   bool post_norms;  // Gemma 3: RMSNorm of the o and down projections before each residual add
 };
 
+// The resident cache is read in whole objects per K / V block (design_families_fused.cpp):
+// positions a block is padded to, for `per_object` cache values in a 2 KiB object (1024 bf16,
+// 2048 int8).
+inline int32_t kv_block_align(int32_t per_object, int32_t head_dim) {
+  int32_t g = per_object, b = head_dim;
+  while (b != 0) {
+    const int32_t t = g % b;
+    g = b, b = t;
+  }
+  return per_object / g;
+}
+
 inline DecodeShape decode_shape(const DecodeArgs& s) {
   DecodeShape L{{s.cores, s.heads, s.kv_heads, s.head_dim, s.hidden, s.qk_norm != 0, xk::f32_from_bits(s.eps_bits),
                  xk::f32_from_bits(s.offset_bits)},
@@ -44,13 +56,7 @@ inline DecodeShape decode_shape(const DecodeArgs& s) {
   int32_t m = L.q.rows() > L.Ri ? L.q.rows() : L.Ri;
   if (L.Rh > m) m = L.Rh;
   L.slice_values = round_up(2 * m, 4) / 2;
-  // The resident cache is read in whole objects per K / V block (design_families_fused.cpp).
-  int32_t g = kObjValues, b = s.head_dim;
-  while (b != 0) {
-    const int32_t t = g % b;
-    g = b, b = t;
-  }
-  L.a.block_align = kObjValues / g;
+  L.a.block_align = kv_block_align(kObjValues, s.head_dim);
   return L;
 }
 
@@ -60,7 +66,7 @@ struct DecodeLayer {
   using Layer = typename M::Layer;
   static constexpr int32_t kBlock = int32_t(kLanes * 2 / sizeof(E));     // elements of a 32-byte block
   static constexpr int32_t kObj = int32_t(kObjValues * 2 / sizeof(E));  // elements of a 2 KiB object
-  enum Stage : int32_t { kNone, kX, kQkv, kRope, kAttention, kO, kGateUp, kDown };
+  enum Stage : int32_t { kNone, kX, kQkv, kRope, kKvScales, kAttention, kO, kGateUp, kDown };
 
   static void enter(int32_t stage, bool part_start) {
     auto& st = M::state();
@@ -160,6 +166,42 @@ struct DecodeLayer {
     for (int32_t i = 0; i < kObjValues; i += kLanes, st.pos += kLanes)
       attn_block(st.attn, L.a, s.core, obj + i, st.pos, st.qkv.qkv, s.context - 1, k_new, k_new + L.q.kv_dim(),
                  scope.mode);
+  }
+
+  // ---- an int8 KV cache (decode_layer_int8_kv8.cc; M's layer() sets block_align for int8) ----
+  // The new K and V rows quantized per (head, row) as quantize_row (max|x| / 127, nearest even,
+  // saturated to +-127): out = [K int8 kv_dim][V int8 kv_dim][per KV head: K scale, V scale f32].
+  static void rope_kv_new_int8(uint8_t* out, const DecodeArgs& s) {
+    const int32_t D = s.head_dim, kvd = s.kv_heads * D;
+    const xk::bf16* kv = M::state().qkv.qkv + int64_t(s.heads) * D;
+    for (int32_t which = 0; which < 2; ++which)
+      for (int32_t h = 0; h < s.kv_heads; ++h) {
+        const int64_t at = int64_t(which) * kvd + int64_t(h) * D;
+        const float scale = quantize_row(kv + at, reinterpret_cast<int8_t*>(out) + at, D);
+        std::memcpy(out + 2 * int64_t(kvd) + (int64_t(h) * 2 + which) * 4, &scale, 4);
+      }
+  }
+
+  // The core's K/V scales part (before its int8 K/V blocks), kept as it arrives.
+  static void kv_scales(const uint8_t* obj, const DecodeArgs&) {
+    enter(kKvScales, true);
+    auto& st = M::state();
+    if (st.pos + 2 * kObjValues <= int64_t(sizeof st.kv_scales))  // (bounded by the design's checks)
+      std::memcpy(st.kv_scales + st.pos, obj, 2 * size_t(kObjValues));
+    st.pos += 2 * kObjValues;
+  }
+
+  static void attention_int8(const uint8_t* obj, const DecodeArgs& s) {
+    const xk::rounding_scope scope(xk::Rounding::NearestEven);
+    enter(kAttention, true);
+    const Layer L = M::layer(s);
+    auto& st = M::state();
+    const xk::bf16* k_new = st.qkv.qkv + L.q.q_dim();
+    const float* scales = reinterpret_cast<const float*>(st.kv_scales);
+    const int8_t* values = reinterpret_cast<const int8_t*>(obj);
+    for (int32_t i = 0; i < 2 * kObjValues; i += kLanes, st.pos += kLanes)
+      attn_block(st.attn, L.a, s.core, values + i, st.pos, st.qkv.qkv, s.context - 1, k_new, k_new + L.q.kv_dim(),
+                 scope.mode, scales);
   }
 
   static void attention_give(uint8_t* slice, const DecodeArgs& s) {

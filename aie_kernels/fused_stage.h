@@ -102,6 +102,8 @@ struct AttnShape {
   int32_t cores_per_kv() const { return cores / kv_heads > 1 ? cores / kv_heads : 1; }
   int32_t ppc() const { return ceil_div(context, cores_per_kv()); }
   int32_t stream_ppc() const { return ceil_div(ppc(), block_align) * block_align; }
+  // int8 KV cache: positions a core's K/V scale block (f32 pairs) is padded to: whole objects.
+  int32_t scale_rows() const { return round_up(ppc(), kObjValues / 4); }
   int32_t item_bytes() const { return D * 2 + 8; }  // one query head's partial: bf16 out, f32 max, sum
   int32_t partial_bytes() const { return kv_per_core() * group() * item_bytes(); }
   // KV heads [h0, h1) and positions [t0, t1) of core p (npu-sim's Geometry::attn_range).
@@ -119,10 +121,16 @@ struct AttnShape {
 };
 
 // One block at value e of core `core`'s kv part. q: all query heads; k_new / v_new: when
-// new_row >= 0, that position's K and V come from the array (decode_layer's new token).
-inline void attn_block(xk_impl::AttnPartState& st, const AttnShape& s, int32_t core, const xk::bf16* blk, int64_t e,
+// new_row >= 0, that position's K and V come from the array (decode_layer's new token, bf16).
+// T: the cache's values, bf16 or int8 (an int8 KV cache: kv_scales holds, per KV head of the
+// core, [scale_rows()][K scale, V scale] f32; a cached K row's dot product is multiplied by its
+// K scale, and a V row enters as bf16(p_t * V scale) times its int8 values; int8 values are
+// exact in bf16).
+template <class T>
+inline void attn_block(xk_impl::AttnPartState& st, const AttnShape& s, int32_t core, const T* blk, int64_t e,
                        const xk::bf16* q, int32_t new_row, const xk::bf16* k_new, const xk::bf16* v_new,
-                       xk::Rounding rnd) {
+                       xk::Rounding rnd, const float* kv_scales = nullptr) {
+  constexpr bool kInt8 = sizeof(T) == 1;
   int32_t h0, h1, t0, t1;
   s.range(core, h0, h1, t0, t1);
   const int32_t ppc = s.ppc(), D = s.D, G = s.group(), positions = t1 > t0 ? t1 - t0 : 0;
@@ -148,20 +156,37 @@ inline void attn_block(xk_impl::AttnPartState& st, const AttnShape& s, int32_t c
       for (int32_t c = 0; c < D / kLanes; ++c) st.o[j * (D / kLanes) + c] = xk::zeros<xk::accfloat, kLanes>();
     }
   if (h < h1 && t < positions) {
+    alignas(32) xk::bf16 widened[kLanes];  // an int8 block as bf16 (exact)
+    const xk::bf16* row = new_here ? (is_v ? v_new : k_new) + int64_t(h) * D + col : nullptr;
+    float row_scale = 1.0f;  // the cached row's K or V scale (int8); the new row is bf16
+    if (row == nullptr) {
+      if constexpr (kInt8) {
+        for (int i = 0; i < kLanes; ++i) widened[i] = xk::to_bf16(float(blk[i]), rnd);
+        row = widened;
+        row_scale = kv_scales[(int64_t(hl) * s.scale_rows() + t) * 2 + (is_v ? 1 : 0)];
+      } else {
+        row = blk;
+      }
+    }
+    (void)row_scale;  // (bf16: unused)
     if (!is_v) {
-      const xk::bf16* k = new_here ? k_new + int64_t(h) * D + col : blk;
       for (int32_t j = 0; j < G; ++j) {
         if (col == 0) st.qk[j] = xk::zeros<xk::accfloat, kLanes>();
-        st.qk[j] = xk::mac(st.qk[j], xk::load_v<kLanes>(q + int64_t(h * G + j) * D + col), xk::load_v<kLanes>(k));
-        if (col + kLanes == D) st.scores[int64_t(j) * ppc + t] = xk::reduce_add_pairwise(st.qk[j]) * s.attn_scale();
+        st.qk[j] = xk::mac(st.qk[j], xk::load_v<kLanes>(q + int64_t(h * G + j) * D + col), xk::load_v<kLanes>(row));
+        if (col + kLanes == D) {
+          float dot = xk::reduce_add_pairwise(st.qk[j]);
+          if constexpr (kInt8) dot *= row_scale;
+          st.scores[int64_t(j) * ppc + t] = dot * s.attn_scale();
+        }
       }
     } else {
-      const xk::bf16* v = new_here ? v_new + int64_t(h) * D + col : blk;
       for (int32_t j = 0; j < G; ++j) {
         alignas(32) xk::bf16 p[kLanes];
-        for (int i = 0; i < kLanes; ++i) p[i] = xk::to_bf16(st.scores[int64_t(j) * ppc + t], rnd);  // exact
+        float pt = st.scores[int64_t(j) * ppc + t];  // a bf16 value: exact unless scaled
+        if constexpr (kInt8) pt *= row_scale;
+        for (int i = 0; i < kLanes; ++i) p[i] = xk::to_bf16(pt, rnd);
         Acc& o = st.o[j * (D / kLanes) + col / kLanes];
-        o = xk::mac(o, xk::load_v<kLanes>(p), xk::load_v<kLanes>(v));
+        o = xk::mac(o, xk::load_v<kLanes>(p), xk::load_v<kLanes>(row));
       }
     }
   }

@@ -246,6 +246,90 @@ void decode_layer_int8_down_result(xk::bf16* out, int32_t context, int32_t core,
                                    int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
                                    int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
                                    int32_t interleaved, int32_t scale_bits);
+// decode_layer design's stage entry points with int8 weights and an int8 KV cache
+// (decode_layer_int8_kv8.cc): decode_layer_int8's, the same scalars, plus kv_scales (the K/V
+// row scales of the core's positions, before its int8 K/V blocks).
+void decode_layer_int8_kv8_x(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                             int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                             int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                             int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_qkv(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                               int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                               int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                               int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_qkv_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                    int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                    int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                    int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_qkv_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                    int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                    int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                    int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_rope(const float* cos_sin, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_rope_kv_new(uint8_t* out, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                       int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter,
+                                       int32_t kv_heads, int32_t post_norms, int32_t qk_norm, int32_t eps_bits,
+                                       int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_kv_scales(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                     int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                     int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                     int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_attention(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                     int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                     int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                     int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_attention_give(uint8_t* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                          int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter,
+                                          int32_t kv_heads, int32_t post_norms, int32_t qk_norm, int32_t eps_bits,
+                                          int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_attention_take(const uint8_t* act, int32_t context, int32_t core, int32_t cores,
+                                          int32_t gelu, int32_t head_dim, int32_t heads, int32_t hidden,
+                                          int32_t inter, int32_t kv_heads, int32_t post_norms, int32_t qk_norm,
+                                          int32_t eps_bits, int32_t offset_bits, int32_t interleaved,
+                                          int32_t scale_bits);
+void decode_layer_int8_kv8_o(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                             int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                             int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                             int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_o_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                  int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                  int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                  int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_o_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                  int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                  int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                  int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_gate_up(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                   int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                   int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                   int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_gate_up_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                        int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter,
+                                        int32_t kv_heads, int32_t post_norms, int32_t qk_norm, int32_t eps_bits,
+                                        int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_gate_up_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores,
+                                        int32_t gelu, int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter,
+                                        int32_t kv_heads, int32_t post_norms, int32_t qk_norm, int32_t eps_bits,
+                                        int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_down(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_down_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                     int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                     int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                     int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_down_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                     int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                     int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                     int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv8_down_result(xk::bf16* out, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                       int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter,
+                                       int32_t kv_heads, int32_t post_norms, int32_t qk_norm, int32_t eps_bits,
+                                       int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
 // lm_head design's stage entry points with int8 weights (lm_head_int8.cc).
 void lm_head_int8_x(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
                     int32_t offset_bits);
@@ -381,6 +465,12 @@ struct Int8RowsState {
 struct DecodeLayerInt8State : DecodeLayerState {
   Int8RowsState i8;
 };
+// With an int8 KV cache (decode_layer_int8_kv8.cc): the core's kv_scales part as it arrived,
+// per KV head of the core [position][K scale, V scale] f32 (at most kMaxKvScaleBytes).
+struct DecodeLayerInt8Kv8State : DecodeLayerInt8State {
+  static constexpr int32_t kMaxKvScaleBytes = 32768;
+  alignas(32) uint8_t kv_scales[kMaxKvScaleBytes];
+};
 struct LmHeadInt8State : LmHeadState {
   Int8RowsState i8;  // sums and scales: a ring of two logits objects, as logits
 };
@@ -389,5 +479,6 @@ AttentionDecodeState& attention_decode_bf16_state();
 LmHeadState& lm_head_bf16_state();
 DecodeLayerState& decode_layer_bf16_state();
 DecodeLayerInt8State& decode_layer_int8_state();
+DecodeLayerInt8Kv8State& decode_layer_int8_kv8_state();
 LmHeadInt8State& lm_head_int8_state();
 }  // namespace xk_impl

@@ -55,6 +55,7 @@ struct PlanCliOptions {
   std::string xclbin = "single";
   bool measure_host = false;
   std::string weights = "int8";
+  std::string kv;  // decoders: the resident KV cache, "" = int8 with int8 weights, else bf16
   int64_t context = 1024;
   bool context_given = false;
   double seconds = 10.0;
@@ -96,6 +97,7 @@ void run_decoder_plan(const PlanCliOptions& o, const std::string& path, const De
   npu::DecoderPlanOptions opts;
   opts.weights = o.weights == "bf16" ? DType::BF16 : o.weights == "bfp16" ? DType::BFP16 : DType::I8;
   opts.context = o.context;
+  opts.kv = o.kv == "int8" || (o.kv.empty() && opts.weights == DType::I8) ? DType::I8 : DType::BF16;
   // The default (1024) shrinks to a smaller model's maximum; an explicit --context must fit.
   if (!o.context_given && spec.max_positions > 0) opts.context = std::min<int64_t>(o.context, spec.max_positions);
   else if (spec.max_positions > 0 && o.context > spec.max_positions)
@@ -523,6 +525,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--weights", o->weights, "Decoders: weight precision on the NPU")
       ->check(CLI::IsMember({"int8", "bfp16", "bf16"}))
       ->capture_default_str();
+  cmd->add_option("--kv", o->kv,
+                  "Decoders: the resident KV cache on the NPU: int8 (default with --weights int8; int8 weights "
+                  "only) or bf16 (the default otherwise)")
+      ->check(CLI::IsMember({"bf16", "int8"}));
   cmd->add_option_function<int64_t>(
          "--context", [o](const int64_t& v) { o->context = v, o->context_given = true; },
          "Decoders: KV positions read per decode token (default 1024, or the model's maximum if smaller)")

@@ -41,6 +41,7 @@ struct LlmCliOptions {
   std::string device = "host";
   std::string fallback;  // --fallback: "" (config npu_fallback, else none), none, host, npu-sim
   std::string npu_weights;  // --npu-weights: "" (int8), bf16 or int8: the fused decode plan's weights
+  std::string npu_kv;       // --npu-kv: "" (int8 with int8 weights, else bf16), bf16 or int8: the plan's KV cache
   ServerFlags server;
 };
 
@@ -82,21 +83,40 @@ inline void add_llm_options(CLI::App* cmd, LlmCliOptions& o) {
                   "With --device npu-sim or npu, the fused decode plan's weight precision: int8 (default, the "
                   "planner's default plan: f32/f16/bf16 weights quantized per row) or bf16")
       ->check(CLI::IsMember({"bf16", "int8"}));
+  cmd->add_option("--npu-kv", o.npu_kv,
+                  "With --device npu-sim or npu, the fused decode plan's KV cache: int8 (default with int8 weights: "
+                  "each cached K/V row int8 with an f32 scale, half the KV bytes) or bf16 (the default with bf16 "
+                  "weights)")
+      ->check(CLI::IsMember({"bf16", "int8"}));
   add_server_options(cmd, o.server);
 }
 
-// The fused decode plan's weights for --npu-weights ("" = int8). Throws std::runtime_error naming
-// the flag when it is given with --device host (nothing would read it).
-inline DType resolve_npu_weights(const LlmCliOptions& o) {
+// The fused decode plan's precisions: weights (--npu-weights, "" = int8) and KV cache (--npu-kv,
+// "" = int8 with int8 weights, else bf16: the int8 KV cache passed the int8 plan's accuracy gate,
+// docs/npu-sim.md).
+struct NpuFusedChoice {
+  DType weights = DType::I8, kv = DType::BF16;
+};
+// Throws std::runtime_error naming the flag when it is given with --device host (nothing would
+// read it), or --npu-kv int8 with --npu-weights bf16 (no such design).
+inline NpuFusedChoice resolve_npu_weights(const LlmCliOptions& o) {
   if (!o.npu_weights.empty() && o.device == "host")
     throw std::runtime_error("--npu-weights " + o.npu_weights + " applies to --device npu-sim or npu, not host");
-  return o.npu_weights == "bf16" ? DType::BF16 : DType::I8;
+  if (!o.npu_kv.empty() && o.device == "host")
+    throw std::runtime_error("--npu-kv " + o.npu_kv + " applies to --device npu-sim or npu, not host");
+  NpuFusedChoice c;
+  c.weights = o.npu_weights == "bf16" ? DType::BF16 : DType::I8;
+  c.kv = o.npu_kv == "int8" || (o.npu_kv.empty() && c.weights == DType::I8) ? DType::I8 : DType::BF16;
+  if (c.kv == DType::I8 && c.weights != DType::I8)
+    throw std::runtime_error("--npu-kv int8 needs --npu-weights int8 (the int8 KV cache design has int8 weights)");
+  return c;
 }
 
 // Why these options must run in this process rather than on a server (empty: they need not).
 inline std::string llm_in_process_reason(const LlmCliOptions& o) {
   if (o.device != "host") return "--device " + o.device + " is a choice of this process";
   if (!o.npu_weights.empty()) return "--npu-weights is a choice of this process";
+  if (!o.npu_kv.empty()) return "--npu-kv is a choice of this process";
   if (!o.store.empty()) return "--store names a store of this process";
   if (o.context != 0 || o.kv_budget_mib != 1024 || !o.kv_type.empty())
     return "--context, --kv-budget and --kv-type shape this process's KV cache";
@@ -198,10 +218,11 @@ struct DeviceBackends {
   // On npu-sim, decode tokens run through the fused plan (`weights`: resolve_npu_weights) when
   // every layer allows it, else op by op with the reason in placement_text()
   // (pipeline/llm_npu_fused.h). Null off npu-sim.
-  std::shared_ptr<NpuSimFusedDecode> fused_decode(const LanguageModel& lm, DType weights) {
-    if (used == "npu-sim" && !fused) fused = NpuSimFusedDecode::prepare(lm, weights);
+  std::shared_ptr<NpuSimFusedDecode> fused_decode(const LanguageModel& lm, NpuFusedChoice c) {
+    if (used == "npu-sim" && !fused) fused = NpuSimFusedDecode::prepare(lm, c.weights, c.kv);
     // --device npu: the same plan on the device (npu (needs hardware, unverified here))
-    if (used == "npu" && !fused && device.runtime()) fused = NpuSimFusedDecode::prepare(lm, *device.runtime(), weights);
+    if (used == "npu" && !fused && device.runtime())
+      fused = NpuSimFusedDecode::prepare(lm, *device.runtime(), c.weights, c.kv);
     return fused;
   }
   // After a run: when a device fallback was taken, every op ran in its place.

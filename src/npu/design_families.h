@@ -90,19 +90,36 @@ struct DecodeLayerShape {
   // runtime sequence does not depend on the position, only on the per-core split of the
   // context. Not part of the name (like the context).
   int64_t capacity = 0;
+  // decode_layer with int8 weights only: an int8 KV cache (name suffix "_kv8", kernel
+  // decode_layer_int8_kv8). The values buffer is int8 [K | V][kv_head][kv_cache_rows][head_dim],
+  // passed as `kv` / `kv_row` like the bf16 cache; each (KV head, position) row has an f32 scale
+  // (max|x| / 127) in a second buffer, f32 [kv_head][kv_cache_rows][K scale, V scale], passed as
+  // `kv_scales` (from the first row read) and `kv_row_scales` (from the new row's slot). The
+  // scales travel in their own stream part before the int8 K/V blocks, so the runtime sequence
+  // stays position-independent (the two scale views carry the position in their addresses).
+  bool kv_int8 = false;
 };
 
 // Rows per KV head of decode_layer's resident cache for `s` on `columns` columns: capacity
 // plus the slack the padded per-core reads run past the last position into.
 int64_t kv_cache_rows(const DecodeLayerShape& s, int columns = 8);
-// Positions one core's K (or V) block is padded to in the DDR stream: whole 2 KiB objects.
-int64_t kv_block_align(int64_t head_dim);
+// Positions one core's K (or V) block is padded to in the DDR stream: whole 2 KiB objects
+// (value_bytes: 2 for the bf16 cache, 1 for int8).
+int64_t kv_block_align(int64_t head_dim, int64_t value_bytes = 2);
+// Positions a core's K/V scale block (8 bytes a position) is padded to: one 2 KiB object.
+inline constexpr int64_t kKvScaleAlign = 256;
 // Where a decode_layer design's `kv` (the read window) and `kv_row` (the new row's slot)
 // arguments start inside the layer's resident cache buffer, in bytes, and the buffer's size
 // (kv_cache_bytes). Throw std::invalid_argument for another family.
 int64_t kv_window_offset(const Design& decode_layer);
 int64_t kv_row_offset(const Design& decode_layer);
 int64_t kv_cache_bytes(const Design& decode_layer);
+// An int8-KV decode_layer's scale buffer: where `kv_scales` (the read window) and
+// `kv_row_scales` (the new row's slot) start in it, in bytes, and its size. Throw
+// std::invalid_argument for another design (naming it).
+int64_t kv_scales_window_offset(const Design& decode_layer);
+int64_t kv_scales_row_offset(const Design& decode_layer);
+int64_t kv_scales_bytes(const Design& decode_layer);
 
 // The fused designs share one topology (docs/npu-designs.md, "Fused decode designs"):
 //  - DDR stream: per column, shim MM2S0 -> memtile S2MM0 -> split over the 4 cores (4 KiB

@@ -61,9 +61,19 @@ struct Stages {
   int64_t cores_per_kv() const { return std::max<int64_t>(1, P / s.kv_heads); }
   int64_t positions_per_core() const { return ceil_div(s.context, cores_per_kv()); }
   int64_t kv_bytes() const { return kv_per_core() * 2 * positions_per_core() * s.head_dim * 2; }
-  // decode_layer's kv part: each K and V block padded to whole objects (read in place).
-  int64_t stream_positions() const { return round_up(positions_per_core(), kv_block_align(s.head_dim)); }
-  int64_t kv_stream_bytes() const { return kv_per_core() * 2 * stream_positions() * s.head_dim * 2; }
+  // decode_layer's kv part: each K and V block padded to whole objects (read in place); an
+  // int8 cache (kv_int8) holds a byte a value, and its scales part holds, per KV head of the
+  // core, 8 bytes a position (K scale, V scale) padded to whole objects.
+  int64_t kv_value_bytes() const { return s.kv_int8 ? 1 : 2; }
+  int64_t stream_positions() const {
+    return round_up(positions_per_core(), kv_block_align(s.head_dim, kv_value_bytes()));
+  }
+  int64_t kv_stream_bytes() const { return kv_per_core() * 2 * stream_positions() * s.head_dim * kv_value_bytes(); }
+  int64_t kv_scale_stream_bytes() const {
+    return s.kv_int8 ? kv_per_core() * round_up(positions_per_core(), kKvScaleAlign) * 8 : 0;
+  }
+  // The new token's K/V row as drained: values, then (int8) a K and V scale per KV head.
+  int64_t kv_new_bytes() const { return 2 * kv_dim() * kv_value_bytes() + (s.kv_int8 ? s.kv_heads * 8 : 0); }
   int64_t attn_partial_bytes() const {  // per core: bf16 out, f32 max and sum per query head
     return kv_per_core() * (s.heads / s.kv_heads) * (s.head_dim * 2 + 8);
   }
@@ -91,34 +101,43 @@ struct Stages {
 // then the block's objects (a fill per object and core where the cores are not one stride apart). Reads past a core's positions (padding to whole objects, the next
 // core's rows) land in positions the kernel skips; so does the new row's slot (the kernel takes
 // the new K/V from the array), which the drain writes.
+// With an int8 cache (kv_int8) the scale buffer, f32 [heads_alloc][rows][K scale, V scale], is
+// read and written the same way through its own views (`kv_scales` from row `first`,
+// `kv_row_scales` from row `pos`): scale_fills before the values' fills, scale_drains after the
+// values' drains (the kv_new object is [K][V][scales]).
 struct ResidentKv {
   int64_t rows = 0, heads_alloc = 0, bytes = 0, window_bytes = 0, slot_bytes = 0;
   std::vector<std::vector<AccessPattern>> fills;  // per column, relative to row `first`
   std::vector<AccessPattern> drains;              // relative to row `pos`
+  int64_t scale_bytes = 0, scale_window_bytes = 0, scale_slot_bytes = 0;  // int8 cache only
+  std::vector<std::vector<AccessPattern>> scale_fills;
+  std::vector<AccessPattern> scale_drains;
 };
 
 ResidentKv resident_kv(const Stages& st, int columns, int64_t first, int64_t pos, int64_t capacity_rows) {
   const DecodeLayerShape& s = st.s;
-  const int64_t D = s.head_dim, W = 4, obj_words = kObj / W, row_words = D * 2 / W;
+  const int64_t D = s.head_dim, W = 4, obj_words = kObj / W, vb = st.kv_value_bytes(), row_words = D * vb / W;
   const int64_t cpk = st.cores_per_kv(), kvpc = st.kv_per_core(), ppc = st.positions_per_core();
   ResidentKv r;
   r.rows = capacity_rows;
   r.heads_alloc = cpk == 1 ? st.P * kvpc : s.kv_heads;  // cpk 1: every core's heads exist (padding heads)
-  r.bytes = 2 * r.heads_alloc * r.rows * D * 2;
-  r.window_bytes = r.bytes - first * D * 2;
-  r.slot_bytes = r.bytes - pos * D * 2;
-  const int64_t objs = st.stream_positions() * D * 2 / kObj;
+  r.bytes = 2 * r.heads_alloc * r.rows * D * vb;
+  r.window_bytes = r.bytes - first * D * vb;
+  r.slot_bytes = r.bytes - pos * D * vb;
   auto row_at = [&](int64_t kv, int64_t h, int64_t t) { return ((kv * r.heads_alloc + h) * r.rows + t) * row_words; };
-  for (int c = 0; c < columns; ++c) {
+  auto scale_at = [&](int64_t, int64_t h, int64_t t) { return (h * r.rows + t) * 2; };  // words
+  // Column c's fills of one block per (KV head of the core, which) of `objs` objects, a core's
+  // block of head h at position t starting at word at(which, h, t).
+  auto column_fills = [&](int c, int64_t blocks, int64_t objs, auto at_fn) {
     std::vector<AccessPattern> col;
     for (int64_t hl = 0; hl < kvpc; ++hl)
-      for (int64_t kv = 0; kv < 2; ++kv) {
+      for (int64_t kv = 0; kv < blocks; ++kv) {
         int64_t at[kCores];  // where each core's block starts (words)
         for (int rr = 0; rr < kCores; ++rr) {
           const int64_t p = int64_t(c) * kCores + rr, h = p / cpk;
-          if (cpk == 1) at[rr] = row_at(kv, p * kvpc + hl, 0);
-          else if (h < s.kv_heads) at[rr] = row_at(kv, h, (p % cpk) * ppc);
-          else at[rr] = row_at(kv, s.kv_heads - 1, 0);  // an idle core reads the last head's first rows
+          if (cpk == 1) at[rr] = at_fn(kv, p * kvpc + hl, 0);
+          else if (h < s.kv_heads) at[rr] = at_fn(kv, h, (p % cpk) * ppc);
+          else at[rr] = at_fn(kv, s.kv_heads - 1, 0);  // an idle core reads the last head's first rows
         }
         const int64_t stride = at[1] - at[0];
         bool even = stride >= 0;
@@ -130,24 +149,37 @@ ResidentKv resident_kv(const Stages& st, int columns, int64_t first, int64_t pos
             for (int rr = 0; rr < kCores; ++rr) col.push_back({W, at[rr] + o * obj_words, {{obj_words, 1}}, 1});
         }
       }
-    r.fills.push_back(std::move(col));
-  }
+    return col;
+  };
+  const int64_t objs = st.stream_positions() * D * vb / kObj;
+  for (int c = 0; c < columns; ++c) r.fills.push_back(column_fills(c, 2, objs, row_at));
   // The new row: per K / V all heads at once when the head stride fits the shim BD, else per head.
-  const int64_t head_stride = r.rows * row_words;
-  for (int64_t kv = 0; kv < 2; ++kv) {
-    if (head_stride <= kAie2p.max_stride_words && s.kv_heads <= kAie2p.max_size1_words) {
-      r.drains.push_back({W, row_at(kv, 0, 0), {{row_words, 1}, {s.kv_heads, head_stride}}, 1});
-    } else {
-      for (int64_t h = 0; h < s.kv_heads; ++h) r.drains.push_back({W, row_at(kv, h, 0), {{row_words, 1}}, 1});
+  const auto row_drains = [&](std::vector<AccessPattern>& out, int64_t words, int64_t head_stride, auto at_fn,
+                              int64_t blocks) {
+    for (int64_t kv = 0; kv < blocks; ++kv) {
+      if (head_stride <= kAie2p.max_stride_words && s.kv_heads <= kAie2p.max_size1_words) {
+        out.push_back({W, at_fn(kv, 0, 0), {{words, 1}, {s.kv_heads, head_stride}}, 1});
+      } else {
+        for (int64_t h = 0; h < s.kv_heads; ++h) out.push_back({W, at_fn(kv, h, 0), {{words, 1}}, 1});
+      }
     }
+  };
+  row_drains(r.drains, row_words, r.rows * row_words, row_at, 2);
+  if (s.kv_int8) {
+    r.scale_bytes = r.heads_alloc * r.rows * 8;
+    r.scale_window_bytes = r.scale_bytes - first * 8;
+    r.scale_slot_bytes = r.scale_bytes - pos * 8;
+    const int64_t scale_objs = st.kv_scale_stream_bytes() / kvpc / kObj;
+    for (int c = 0; c < columns; ++c) r.scale_fills.push_back(column_fills(c, 1, scale_objs, scale_at));
+    row_drains(r.scale_drains, 2, r.rows * 2, scale_at, 1);  // K and V scale of each head: one pair
   }
   return r;
 }
 
 }  // namespace
 
-int64_t kv_block_align(int64_t head_dim) {
-  const int64_t values = kObj / 2;  // bf16 per object
+int64_t kv_block_align(int64_t head_dim, int64_t value_bytes) {
+  const int64_t values = kObj / value_bytes;  // cache values per object
   return values / std::gcd(values, head_dim);
 }
 
@@ -164,23 +196,53 @@ int64_t decode_layer_param(const Design& d, const char* name) {
 
 // The window starts at the first position read (context - the positions read: the design's
 // context parameter is min(context, window)), the slot at the new token's.
+namespace {
+
+int64_t first_row(const Design& d) {
+  return decode_layer_param(d, "position") + 1 - decode_layer_param(d, "context");
+}
+int64_t kv_value_bytes(const Design& d) { return d.params.count("kv_int8") && d.params.at("kv_int8") ? 1 : 2; }
+void check_kv_int8(const Design& d) {
+  if (kv_value_bytes(d) != 1)
+    throw std::invalid_argument("design '" + d.name + "' has no int8 KV cache (no kv_scales / kv_row_scales)");
+}
+
+}  // namespace
+
 int64_t kv_window_offset(const Design& d) {
-  const int64_t first = decode_layer_param(d, "position") + 1 - decode_layer_param(d, "context");
-  return first * decode_layer_param(d, "head_dim") * 2;
+  return first_row(d) * decode_layer_param(d, "head_dim") * kv_value_bytes(d);
 }
 
 int64_t kv_row_offset(const Design& d) {
-  return decode_layer_param(d, "position") * decode_layer_param(d, "head_dim") * 2;
+  return decode_layer_param(d, "position") * decode_layer_param(d, "head_dim") * kv_value_bytes(d);
 }
 
 int64_t kv_cache_bytes(const Design& d) {
   return 2 * decode_layer_param(d, "kv_heads_alloc") * decode_layer_param(d, "kv_rows") *
-         decode_layer_param(d, "head_dim") * 2;
+         decode_layer_param(d, "head_dim") * kv_value_bytes(d);
+}
+
+int64_t kv_scales_window_offset(const Design& d) {
+  check_kv_int8(d);
+  return first_row(d) * 8;
+}
+
+int64_t kv_scales_row_offset(const Design& d) {
+  check_kv_int8(d);
+  return decode_layer_param(d, "position") * 8;
+}
+
+int64_t kv_scales_bytes(const Design& d) {
+  check_kv_int8(d);
+  return decode_layer_param(d, "kv_heads_alloc") * decode_layer_param(d, "kv_rows") * 8;
 }
 
 int64_t kv_cache_rows(const DecodeLayerShape& s, int columns) {
   const int64_t P = int64_t(columns) * kCores, cpk = std::max<int64_t>(1, P / std::max<int64_t>(1, s.kv_heads));
-  return std::max(s.capacity, s.context) + cpk + kv_block_align(s.head_dim);
+  // The padded per-core reads run past the last position by less than a block (int8: also a
+  // scale block).
+  const int64_t slack = s.kv_int8 ? std::max(kv_block_align(s.head_dim, 1), kKvScaleAlign) : kv_block_align(s.head_dim);
+  return std::max(s.capacity, s.context) + cpk + slack;
 }
 
 Design mlp_fused_design(DType dtype, const DecodeLayerShape& s, int columns) {
@@ -274,6 +336,8 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   check(shape.window >= 0, fam, "window must be 0 (full attention) or positive, got " + std::to_string(shape.window));
   // A sliding-window layer reads only the last `window` positions: a shorter KV part, the same
   // configuration (the context is a runtime parameter).
+  check(!shape.kv_int8 || dtype == DType::I8, fam,
+        "an int8 KV cache needs int8 weights (kernel decode_layer_int8_kv8), got " + std::string(dtype_name(dtype)));
   check(shape.capacity == 0 || shape.capacity >= shape.context, fam,
         "KV capacity " + std::to_string(shape.capacity) + " is smaller than the context " + std::to_string(shape.context));
   DecodeLayerShape s = shape;
@@ -284,13 +348,14 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   FusedSpec f;
   f.family = fam;
   f.columns = columns;
-  f.name = fam + "_" + std::string(dtype_name(dtype)) + "_" + shape_name(s) + (s.post_norms ? "_pn" : "") + "_c" +
-           std::to_string(columns);
+  f.name = fam + "_" + std::string(dtype_name(dtype)) + "_" + shape_name(s) + (s.post_norms ? "_pn" : "") +
+           (s.kv_int8 ? "_kv8" : "") + "_c" + std::to_string(columns);
   f.params = {{"hidden", s.hidden},     {"heads", s.heads},       {"kv_heads", s.kv_heads},
               {"head_dim", s.head_dim}, {"intermediate", s.intermediate}, {"context", s.context},
               {"qk_norm", s.qk_norm},   {"gelu", s.gelu}};
   if (s.window > 0) f.params["window"] = s.window;
   if (s.post_norms) f.params["post_norms"] = 1;
+  if (s.kv_int8) f.params["kv_int8"] = 1;
   // The resident cache: positions [first, pos] are read (pos, the new token's, is drained);
   // `first` and `pos` only place the kv / kv_row arguments inside it (kv_window_offset).
   const int64_t pos = shape.context - 1, first = shape.context - s.context;
@@ -302,18 +367,17 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   const int64_t w_attn = s.hidden * 2 + st.wbytes(n_qkv, s.hidden) + (s.qk_norm ? 4 * s.head_dim : 0);
   const int64_t w_rest = st.wbytes(s.hidden, st.q_dim()) + post + s.hidden * 2 +
                          2 * st.wbytes(s.intermediate, s.hidden) + st.wbytes(s.hidden, s.intermediate) + post;
-  f.parts = {{"x", s.hidden * 2, true},
-             {"weights", w_attn, false},
-             {"rope", 2 * s.head_dim * 2, true},
-             {"kv", st.kv_stream_bytes(), false, kv.fills, kv.window_bytes},
-             {"weights_rest", w_rest, false}};
+  f.parts = {{"x", s.hidden * 2, true}, {"weights", w_attn, false}, {"rope", 2 * s.head_dim * 2, true}};
+  if (s.kv_int8) f.parts.push_back({"kv_scales", st.kv_scale_stream_bytes(), false, kv.scale_fills, kv.scale_window_bytes});
+  f.parts.push_back({"kv", st.kv_stream_bytes(), false, kv.fills, kv.window_bytes});
+  f.parts.push_back({"weights_rest", w_rest, false});
   const int64_t macs = st.rows(n_qkv) * s.hidden + st.attn_macs() + st.rows(s.hidden) * st.q_dim() +
                        2 * st.rows(s.intermediate) * s.hidden + st.rows(s.hidden) * s.intermediate;
   // Norms and residual adds run on every core over the whole vector (no exchange needed).
   const int64_t ops = (s.post_norms ? 4 : 2) * s.hidden * 3 + 2 * s.hidden + st.rope_ops() + st.attn_ops() +
                       st.act_ops();
   // post_norms is always passed (0 or 1): Qwen3 and Gemma 3 layers call one signature.
-  f.kernel = {"decode_layer_" + std::string(dtype_name(dtype)), dtype,
+  f.kernel = {"decode_layer_" + std::string(dtype_name(dtype)) + (s.kv_int8 ? "_kv8" : ""), dtype,
               {{"context", s.context}, {"cores", st.P}, {"gelu", s.gelu}, {"head_dim", s.head_dim},
                {"heads", s.heads}, {"hidden", s.hidden}, {"intermediate", s.intermediate},
                {"kv_heads", s.kv_heads}, {"post_norms", s.post_norms ? 1 : 0}, {"qk_norm", s.qk_norm}},
@@ -328,10 +392,15 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
                     {"acc", f.slice_bytes * 2, DType::F32}};
   if (s.post_norms) f.core_buffers.push_back({"post_gamma", post, DType::BF16});
   f.result_bytes = s.hidden * 2;
-  f.kv_new_bytes = 2 * st.kv_dim() * 2;
+  f.kv_new_bytes = st.kv_new_bytes();
   f.kv_new_arg = "kv_row";
   f.kv_new_drains = kv.drains;
   f.kv_new_arg_bytes = kv.slot_bytes;
+  if (s.kv_int8) {  // the row's values into kv_row, then its scales into kv_row_scales
+    f.kv_new_drain_args.assign(kv.drains.size(), {"kv_row", kv.slot_bytes});
+    f.kv_new_drains.insert(f.kv_new_drains.end(), kv.scale_drains.begin(), kv.scale_drains.end());
+    f.kv_new_drain_args.resize(f.kv_new_drains.size(), {"kv_row_scales", kv.scale_slot_bytes});
+  }
   // x; norm + QKV rows (exchange); QK-norm + RoPE, the new K/V row out; attention partials
   // (exchanges) and their combine; o rows (exchange) + residual; ffn norm + gate/up rows
   // (exchange h); down rows (exchange) + residual, the result out. With post_norms the o and
@@ -339,11 +408,13 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   // the residual add (extra work in those stages, no new stage).
   f.stages = {{"x", s.hidden * 2, true},
               {"qkv", w_attn, true, 1},
-              {"rope", 2 * s.head_dim * 2, true, 0, {"kv_new"}},
-              {"attention", st.kv_stream_bytes(), true, int(st.attn_objects(f.slice_bytes))},
-              {"o", st.wbytes(s.hidden, st.q_dim()) + post, true, 1},
-              {"gate_up", s.hidden * 2 + 2 * st.wbytes(s.intermediate, s.hidden), false, 1},
-              {"down", st.wbytes(s.hidden, s.intermediate) + post, false, 1, {"result"}}};
+              {"rope", 2 * s.head_dim * 2, true, 0, {"kv_new"}}};
+  if (s.kv_int8) f.stages.push_back({"kv_scales", st.kv_scale_stream_bytes(), true});
+  f.stages.insert(f.stages.end(),
+                  {{"attention", st.kv_stream_bytes(), true, int(st.attn_objects(f.slice_bytes))},
+                   {"o", st.wbytes(s.hidden, st.q_dim()) + post, true, 1},
+                   {"gate_up", s.hidden * 2 + 2 * st.wbytes(s.intermediate, s.hidden), false, 1},
+                   {"down", st.wbytes(s.hidden, s.intermediate) + post, false, 1, {"result"}}});
   return build_fused(f);
 }
 

@@ -64,6 +64,9 @@ struct FusedSpec {
   std::string kv_new_arg = "kv_new"; // kv_new's drains: into this arg (of kv_new_arg_bytes)
   std::vector<AccessPattern> kv_new_drains = {};  //   by these patterns (empty: contiguous)
   int64_t kv_new_arg_bytes = 0;
+  // Per drain of kv_new, when set: its arg and the arg's bytes (an int8 KV row's scales go to
+  // their own buffer); empty: every drain writes kv_new_arg.
+  std::vector<std::pair<std::string, int64_t>> kv_new_drain_args = {};
   int64_t join_bytes = 0;            // per core per object, joined per column and drained
   int64_t join_objects = 1;          //   (no exchange)
   std::vector<Stage> stages;         // the cores' program (empty: one kernel call per object)

@@ -219,7 +219,10 @@ Design build_fused(const FusedSpec& f) {
                           contiguous_pattern(0, f.kv_new_bytes)});
   for (size_t i = 0; i < f.kv_new_drains.size(); ++i) {  // the row's pieces, in stream order
     if (i > 0 && i % size_t(kAie2p.task_queue_depth) == 0) d.sequence.push_back({SeqOp::Wait, "kv_new", 0, {}});
-    d.sequence.push_back({SeqOp::Drain, "kv_new", arg(f.kv_new_arg, f.kv_new_arg_bytes), f.kv_new_drains[i]});
+    const int a = f.kv_new_drain_args.empty()
+                      ? arg(f.kv_new_arg, f.kv_new_arg_bytes)
+                      : arg(f.kv_new_drain_args.at(i).first, f.kv_new_drain_args.at(i).second);
+    d.sequence.push_back({SeqOp::Drain, "kv_new", a, f.kv_new_drains[i]});
   }
   for (int c = 0; c < f.columns; ++c) {
     if (f.join_bytes > 0) d.sequence.push_back({SeqOp::Wait, cname("out", c) + "_l2l3", 0, {}});

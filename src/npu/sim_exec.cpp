@@ -198,6 +198,11 @@ std::vector<aie::bf16> kv_new_row(const Design& d, const HostArgs& args) {
   return row;
 }
 
+void append_kv_new(const Design& d, const HostArgs& args, SimKvCache& kv) {
+  if (d.params.count("kv_int8") && d.params.at("kv_int8")) kv.append_int8(read_drain(d, args, "kv_new"));
+  else kv.append(kv_new_row(d, args));
+}
+
 void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k) {
   if (args.size() != d.args.size()) fail(d, "takes " + std::to_string(d.args.size()) + " host arguments");
   for (size_t i = 0; i < args.size(); ++i)
@@ -263,10 +268,11 @@ SimLayerResult fused_decode_layer(const DecodeLayerShape& shape, const SimLayerW
   DecodeLayerShape s = shape;
   s.context = kv.length + 1;
   s.capacity = kv.max_len;
-  const Design d = decode_layer_design(DType::BF16, s, columns);
+  s.kv_int8 = kv.int8;
+  const Design d = decode_layer_design(kv.int8 ? DType::I8 : DType::BF16, s, columns);
   HostArgs a = pack_decode_layer(d, w, x, rope, kv);
   run_design(d, a, k);
-  kv.append(kv_new_row(d, a));
+  append_kv_new(d, a, kv);
   return {arg_bf16(d, a, "result", s.hidden), {d.name}};
 }
 

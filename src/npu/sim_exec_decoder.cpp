@@ -15,7 +15,7 @@ namespace xdna::npu {
 SimDecoderState::SimDecoderState(const SimDecoderModel& m, int64_t max_len) {
   static std::atomic<uint64_t> next{1};
   sequence_id = next++;
-  for (size_t i = 0; i < m.layers.size(); ++i) kv.emplace_back(m.shape.kv_heads, m.shape.head_dim, max_len);
+  for (size_t i = 0; i < m.layers.size(); ++i) kv.emplace_back(m.shape.kv_heads, m.shape.head_dim, max_len, m.shape.kv_int8);
 }
 
 SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecoderState& state) {
@@ -52,7 +52,7 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
     auto d = std::make_shared<const Design>(decode_layer_design(m.weights, s, m.columns));
     HostArgs a = pack_decode_layer(*d, m.layers[i], x, local ? rope_local : rope, state.kv[i]);
     run_design(*d, a, m.kernel);
-    state.kv[i].append(kv_new_row(*d, a));
+    append_kv_new(*d, a, state.kv[i]);
     x = arg_bf16(*d, a, "result", H);
     const double t = ms(t0);
     // The layer's ops, all inside this one decode_layer invocation (its time on the first).

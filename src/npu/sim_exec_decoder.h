@@ -36,6 +36,8 @@ struct SimDecoderModel {
   // The designs' weights: bf16 (decode_layer_bf16, lm_head_bf16) or i8 (decode_layer_int8,
   // lm_head_int8: every matrix quantized per row when packed, aie_kernels/fused_stage_int8.h).
   DType weights = DType::BF16;
+  // shape.kv_int8 (with i8 weights): an int8 KV cache (decode_layer_int8_kv8; the state's
+  // caches are made int8).
 };
 
 struct SimDecoderState {

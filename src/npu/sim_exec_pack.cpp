@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "aie_kernels/fused_stage_int8.h"  // quantize_row: the int8 KV cache's rows, as the kernel makes them
 #include "core/numeric.h"
 #include "npu/sim_exec_fused_internal.h"
 
@@ -25,7 +26,7 @@ using sim::walk;
 // fills read, except the argument `in_place` (a resident buffer the fills read as it is: its
 // stream bytes are skipped).
 void scatter_streams(const Design& d, const std::vector<std::vector<uint8_t>>& streams, HostArgs& args,
-                     const std::string& in_place = "") {
+                     const std::vector<std::string>& in_place = {}) {
   const int64_t P = int64_t(streams.size());
   for (int c = 0; c < P / kCores; ++c) {
     const size_t objs = streams[size_t(c * kCores)].size() / kObj;
@@ -40,7 +41,7 @@ void scatter_streams(const Design& d, const std::vector<std::vector<uint8_t>>& s
     for (const SeqStep& s : d.sequence) {
       if (s.op != SeqOp::Fill || s.fifo != ddr_fifo(c)) continue;
       std::vector<uint8_t>& a = args.at(size_t(s.arg));
-      if (!in_place.empty() && d.args[size_t(s.arg)].name == in_place) {
+      if (std::find(in_place.begin(), in_place.end(), d.args[size_t(s.arg)].name) != in_place.end()) {
         pos += size_t(s.pattern.bytes());
         continue;
       }
@@ -139,9 +140,49 @@ int64_t rest_bytes(const Geometry& g) {
 
 }  // namespace
 
-SimKvCache::SimKvCache(int64_t kv_heads_, int64_t head_dim_, int64_t max_len_)
+SimKvCache::SimKvCache(int64_t kv_heads_, int64_t head_dim_, int64_t max_len_, bool int8_)
     : kv_heads(kv_heads_), head_dim(head_dim_), max_len(max_len_),
-      k(size_t(kv_heads_ * max_len_ * head_dim_)), v(size_t(kv_heads_ * max_len_ * head_dim_)) {}
+      k(size_t(kv_heads_ * max_len_ * head_dim_)), v(size_t(kv_heads_ * max_len_ * head_dim_)), int8(int8_) {
+  if (int8) {
+    k8.resize(k.size()), v8.resize(v.size());
+    scales.resize(size_t(kv_heads * max_len * 2));
+  }
+}
+
+void SimKvCache::quantize_rows(int64_t from, int64_t to) {
+  if (!int8) return;
+  if (from < 0 || to > max_len) throw std::invalid_argument("npu-sim: KV rows past the cache");
+  for (int64_t h = 0; h < kv_heads; ++h)
+    for (int64_t t = from; t < to; ++t) {
+      const size_t at = size_t((h * max_len + t) * head_dim);
+      scales[size_t((h * max_len + t) * 2)] = xk_fused::quantize_row(k.data() + at, k8.data() + at, int32_t(head_dim));
+      scales[size_t((h * max_len + t) * 2 + 1)] =
+          xk_fused::quantize_row(v.data() + at, v8.data() + at, int32_t(head_dim));
+    }
+}
+
+void SimKvCache::append_int8(std::span<const uint8_t> row) {
+  const int64_t kvd = kv_heads * head_dim;
+  if (!int8) throw std::invalid_argument("npu-sim: an int8 KV row for a bf16 KV cache");
+  if (int64_t(row.size()) != 2 * kvd + kv_heads * 8)
+    throw std::invalid_argument("npu-sim: int8 kv row of " + std::to_string(row.size()) + " bytes, expected " +
+                                std::to_string(2 * kvd + kv_heads * 8));
+  if (length >= max_len) throw std::invalid_argument("npu-sim: KV cache full (" + std::to_string(max_len) + ")");
+  for (int64_t h = 0; h < kv_heads; ++h) {
+    const size_t at = size_t((h * max_len + length) * head_dim);
+    float sc[2];
+    std::memcpy(sc, row.data() + 2 * kvd + h * 8, 8);
+    scales[size_t((h * max_len + length) * 2)] = sc[0];
+    scales[size_t((h * max_len + length) * 2 + 1)] = sc[1];
+    std::memcpy(k8.data() + at, row.data() + h * head_dim, size_t(head_dim));
+    std::memcpy(v8.data() + at, row.data() + kvd + h * head_dim, size_t(head_dim));
+    for (int64_t i = 0; i < head_dim; ++i) {
+      k[at + size_t(i)] = aie::to_bf16(float(k8[at + size_t(i)]) * sc[0], kSimRounding);
+      v[at + size_t(i)] = aie::to_bf16(float(v8[at + size_t(i)]) * sc[1], kSimRounding);
+    }
+  }
+  ++length;
+}
 
 void SimKvCache::append(std::span<const aie::bf16> row) {
   const int64_t kvd = kv_heads * head_dim;
@@ -153,6 +194,7 @@ void SimKvCache::append(std::span<const aie::bf16> row) {
     std::copy_n(row.begin() + h * head_dim, head_dim, k.begin() + (h * max_len + length) * head_dim);
     std::copy_n(row.begin() + kvd + h * head_dim, head_dim, v.begin() + (h * max_len + length) * head_dim);
   }
+  quantize_rows(length, length + 1);
   ++length;
 }
 
@@ -215,10 +257,32 @@ void check_kv(const Design& d, const Geometry& g, const SimKvCache& kv) {
   if (kv.kv_heads != g.kv_heads || kv.head_dim != g.D) fail(d, "KV cache shape does not match the design");
 }
 
+bool kv_int8(const Design& d) { return d.params.count("kv_int8") && param(d, "kv_int8"); }
+
 // decode_layer's kv part per core: each K and V block padded to whole objects
-// (design_families_fused.cpp, kv_block_align).
-int64_t kv_stream_bytes(const Geometry& g) {
-  return g.kv_per_core() * 2 * round_up(g.ppc(), kv_block_align(g.D)) * g.D * 2;
+// (design_families_fused.cpp, kv_block_align); an int8 cache's scales part before it.
+int64_t kv_stream_bytes(const Geometry& g, bool int8) {
+  const int64_t vb = int8 ? 1 : 2;
+  return g.kv_per_core() * 2 * round_up(g.ppc(), kv_block_align(g.D, vb)) * g.D * vb;
+}
+int64_t kv_scale_stream_bytes(const Geometry& g) { return g.kv_per_core() * round_up(g.ppc(), kKvScaleAlign) * 8; }
+
+// An int8 cache's scales into a view of the resident scale buffer, f32 [kv_heads_alloc][kv_rows]
+// [K scale, V scale] (the rest zero): `out` holds the buffer from byte `base` on (kv_scales or
+// kv_row_scales: kv_scales_window_offset / kv_scales_row_offset).
+void write_resident_scales(const Design& d, const SimKvCache& kv, int64_t base, std::vector<uint8_t>& out) {
+  const int64_t rows = param(d, "kv_rows");
+  if (!kv.int8) fail(d, "reads an int8 KV cache; the cache given is bf16");
+  if (kv.length > rows || base < 0 || int64_t(out.size()) + base != kv_scales_bytes(d))
+    fail(d, "the resident KV scale buffer does not fit the cached positions");
+  for (int64_t h = 0; h < kv.kv_heads; ++h) {
+    const int64_t at = h * rows * 8, n = kv.length * 8;
+    const int64_t from = std::max(at, base);
+    if (from >= at + n) continue;
+    std::memcpy(out.data() + (from - base),
+                reinterpret_cast<const uint8_t*>(kv.scales.data() + h * kv.max_len * 2) + (from - at),
+                size_t(at + n - from));
+  }
 }
 
 // The cached positions into a view of decode_layer's resident cache, bf16 [K | V][kv_heads_alloc]
@@ -226,16 +290,20 @@ int64_t kv_stream_bytes(const Geometry& g) {
 // from byte `base` on (the kv or kv_row argument, kv_window_offset / kv_row_offset).
 void write_resident_kv(const Design& d, const SimKvCache& kv, int64_t base, std::vector<uint8_t>& out) {
   const int64_t HA = param(d, "kv_heads_alloc"), rows = param(d, "kv_rows"), D = kv.head_dim;
+  const bool int8 = kv_int8(d);
+  const int64_t vb = int8 ? 1 : 2;
+  if (int8 != kv.int8)
+    fail(d, int8 ? "reads an int8 KV cache; the cache given is bf16" : "reads a bf16 KV cache; the cache given is int8");
   if (kv.length > rows || base < 0 || int64_t(out.size()) + base != kv_cache_bytes(d))
     fail(d, "the resident KV cache does not fit the cached positions");
   for (int64_t which = 0; which < 2; ++which)
     for (int64_t h = 0; h < kv.kv_heads; ++h) {
-      const int64_t at = ((which * HA + h) * rows) * D * 2, n = kv.length * D * 2;  // bytes in the cache
+      const int64_t at = ((which * HA + h) * rows) * D * vb, n = kv.length * D * vb;  // bytes in the cache
       const int64_t from = std::max(at, base);
       if (from >= at + n) continue;
-      std::memcpy(out.data() + (from - base),
-                  reinterpret_cast<const uint8_t*>((which == 0 ? kv.k : kv.v).data() + h * kv.max_len * D) + (from - at),
-                  size_t(at + n - from));
+      const uint8_t* src = int8 ? reinterpret_cast<const uint8_t*>((which == 0 ? kv.k8 : kv.v8).data() + h * kv.max_len * D)
+                                : reinterpret_cast<const uint8_t*>((which == 0 ? kv.k : kv.v).data() + h * kv.max_len * D);
+      std::memcpy(out.data() + (from - base), src + (from - at), size_t(at + n - from));
     }
 }
 
@@ -256,7 +324,8 @@ HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& lw, std::span
   for (int64_t p = 0; p < g.P; ++p) {
     Writer w;
     put_attn_parts(w, g, lw, x, rope, p);
-    w.part(kv_stream_bytes(g));  // read in place from the resident cache (below)
+    if (kv_int8(d)) w.part(kv_scale_stream_bytes(g));  // read in place from the scale buffer (below)
+    w.part(kv_stream_bytes(g, kv_int8(d)));            // read in place from the resident cache (below)
     w.part(rest_bytes(g));
     put_matrix(w, g.weights, lw.o, g.hidden, g.q_dim(), p * Rh, Rh);
     if (g.post_norms) put_vec(w, lw.post_attn_norm);
@@ -268,9 +337,13 @@ HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& lw, std::span
     streams.push_back(w.finish());
   }
   HostArgs a = empty_args(d);
-  scatter_streams(d, streams, a, "kv");
+  scatter_streams(d, streams, a, {"kv", "kv_scales"});
   write_resident_kv(d, kv, kv_window_offset(d), a.at(size_t(arg_index(d, "kv"))));
   write_resident_kv(d, kv, kv_row_offset(d), a.at(size_t(arg_index(d, "kv_row"))));
+  if (kv_int8(d)) {
+    write_resident_scales(d, kv, kv_scales_window_offset(d), a.at(size_t(arg_index(d, "kv_scales"))));
+    write_resident_scales(d, kv, kv_scales_row_offset(d), a.at(size_t(arg_index(d, "kv_row_scales"))));
+  }
   return a;
 }
 

@@ -48,9 +48,13 @@ std::string spec_refusal(const DecoderSpec& s) {
 
 }  // namespace
 
-std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageModel& lm, DType weights) {
+std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageModel& lm, DType weights, DType kv) {
   if (weights != DType::BF16 && weights != DType::I8)
     throw std::invalid_argument("fused decode: weights must be bf16 or int8, not " + std::string(dtype_name(weights)));
+  if (kv != DType::BF16 && kv != DType::I8)
+    throw std::invalid_argument("fused decode: the KV cache must be bf16 or int8, not " + std::string(dtype_name(kv)));
+  if (kv == DType::I8 && weights != DType::I8)
+    throw std::invalid_argument("fused decode: an int8 KV cache needs int8 weights (decode_layer_int8_kv8)");
   std::shared_ptr<NpuSimFusedDecode> f(new NpuSimFusedDecode());
   f->weights_ = weights;
   const DecoderSpec& s = lm.decoder().spec();
@@ -65,6 +69,7 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
   in.vocab = s.vocab_size;
   in.shape = {s.hidden, s.heads, s.kv_heads, s.head_dim, s.intermediate, 1, s.qk_norm, s.act != Activation::Silu};
   in.shape.post_norms = s.sandwich_norms;
+  in.shape.kv_int8 = kv == DType::I8;
   in.layer_is_local = s.layer_is_local;
   in.sliding_window = s.sliding_window;
   npu::DecoderPlanOptions opts;
@@ -145,8 +150,8 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
 }
 
 std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageModel& lm, npu::DeviceRuntime& device,
-                                                               DType weights) {
-  std::shared_ptr<NpuSimFusedDecode> f = prepare(lm, weights);
+                                                               DType weights, DType kv) {
+  std::shared_ptr<NpuSimFusedDecode> f = prepare(lm, weights, kv);
   f->for_device_ = true;
   if (!f->enabled()) return f;
   // Whatever npu-sim runs fused, the device decoder runs too (Gemma 3's sliding-window layers,
@@ -183,6 +188,7 @@ std::unique_ptr<NpuSimFusedDecode::Sequence> NpuSimFusedDecode::begin(const Deco
         kv.k[to] = aie::to_bf16(hk[from], npu::kSimRounding);
         kv.v[to] = aie::to_bf16(hv[from], npu::kSimRounding);
       }
+    kv.quantize_rows(0, len);  // an int8 cache: as the kernel quantizes a new row
     kv.length = len;
   }
   seq->state.position = len;
@@ -260,13 +266,16 @@ std::string NpuSimFusedDecode::placement_text() const {
                 per_token, per_token == 1 ? "" : "es", static_cast<long long>(invocations_per_token_ - 1), precision,
                 static_cast<long long>(stats_.tokens), double(stats_.configures) / t, double(stats_.ddr_bytes) / t / 1e6,
                 1e3 * stats_.modelled_s / t);
-  return "npu-sim: the prompt ran op by op (prefill: the dispatches and modelled cost above); its K/V was "
-         "rounded to bf16 into the fused plan's cache\n" +
+  return std::string("npu-sim: the prompt ran op by op (prefill: the dispatches and modelled cost above); its K/V was "
+                     "rounded to bf16 into the fused plan's cache") +
+         (model_.shape.kv_int8 ? " (int8 KV: then quantized per row)\n" : "\n") +
          std::string(line) + designs;
 }
 
 nlohmann::json NpuSimFusedDecode::placement_json() const {
-  nlohmann::json j = {{"fused", enabled()}, {"weights", weights_ == DType::I8 ? "int8" : "bf16"}};
+  nlohmann::json j = {{"fused", enabled()},
+                      {"weights", weights_ == DType::I8 ? "int8" : "bf16"},
+                      {"kv", model_.shape.kv_int8 ? "int8" : "bf16"}};
   if (!enabled()) {
     j["reason"] = refusal_;
     return j;

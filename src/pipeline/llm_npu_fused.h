@@ -43,14 +43,17 @@ class NpuSimFusedDecode {
   // The fused plan's model for `lm` at its context length with `weights` DType::BF16 or DType::I8
   // (weights copied as f32; the packing rounds them to bf16 or quantizes them per row), or an
   // object whose refusal() says why npu-sim cannot run it fused. Throws std::invalid_argument
-  // for another `weights`.
-  static std::shared_ptr<NpuSimFusedDecode> prepare(const LanguageModel& lm, DType weights = DType::BF16);
+  // for another `weights`. `kv` DType::I8 (int8 weights only): an int8 KV cache
+  // (decode_layer_int8_kv8: each cached K/V row int8 with an f32 scale); std::invalid_argument
+  // for another kv or int8 KV with bf16 weights.
+  static std::shared_ptr<NpuSimFusedDecode> prepare(const LanguageModel& lm, DType weights = DType::BF16,
+                                                    DType kv = DType::BF16);
   // `--device npu`: the same plan and refusals, run on `device` (npu/runtime/fused_decoder.h:
   // weights uploaded once here, one command chain per token). Also refused, with the reason,
   // when the device's artifacts lack the decode_layer or lm_head design; decode then runs op by
   // op on the NpuBackend. npu (needs hardware, unverified here).
   static std::shared_ptr<NpuSimFusedDecode> prepare(const LanguageModel& lm, npu::DeviceRuntime& device,
-                                                    DType weights = DType::BF16);
+                                                    DType weights = DType::BF16, DType kv = DType::BF16);
   bool on_device() const { return device_ != nullptr; }
   // The fused plan's model (weights as f32): what npu-sim runs and the device decoder uploads.
   const npu::SimDecoderModel& model() const { return model_; }
@@ -61,12 +64,14 @@ class NpuSimFusedDecode {
   // Why decode runs op by op (empty when fused): every reason found, joined by "; ".
   const std::string& refusal() const { return refusal_; }
 
-  // One generation's fused state: the bf16 KV cache of every layer, in the design's layout.
+  // One generation's fused state: the KV cache of every layer (bf16, or int8 rows and scales),
+  // in the design's layout.
   struct Sequence {
     npu::SimDecoderState state;
   };
   // Starts the fused decode after the prefill: the K/V of the host cache's `host.position`
-  // positions, rounded to bf16 nearest-even. Throws std::logic_error when !enabled().
+  // positions, rounded to bf16 nearest-even (an int8 KV cache: then quantized per row as the
+  // kernel quantizes a new row). Throws std::logic_error when !enabled().
   std::unique_ptr<Sequence> begin(const DecoderState& host) const;
   // Decodes token `id` at seq's position; returns its logits [vocab] and appends the token's ops
   // (npu-sim (modelled), the embedding on the host) to `report`.

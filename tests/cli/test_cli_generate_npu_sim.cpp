@@ -133,7 +133,7 @@ TEST(CliGenerateNpuSim, Int8IsTheDefaultNamesItsDesignsAndMatchesHostGreedy) {
   const auto t = npu("generate --model '" + kDir + "qwen3/model.gguf' --device npu-sim" + kArgs);
   ASSERT_EQ(t.rc, 0) << t.out;
   EXPECT_NE(t.out.find("lm_head invocations, int8)"), std::string::npos) << t.out;
-  EXPECT_NE(t.out.find("npu-sim: designs run: decode_layer_int8_64_h4kv2d16_i64_qkn_c8 x6, lm_head_int8_"),
+  EXPECT_NE(t.out.find("npu-sim: designs run: decode_layer_int8_64_h4kv2d16_i64_qkn_kv8_c8 x6, lm_head_int8_"),
             std::string::npos)
       << t.out;
 }

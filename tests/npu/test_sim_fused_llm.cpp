@@ -160,7 +160,7 @@ namespace {
 // window instead of the spec's (to show the window matters).
 double run_both(const DecoderSpec& s, const std::shared_ptr<const WeightSource>& w, const std::vector<int32_t>& prompt,
                 int n_new, std::vector<int32_t>& host_tokens, std::vector<int32_t>& sim_tokens, SimTokenResult& last,
-                int64_t sim_window = -1, DType weights = DType::BF16) {
+                int64_t sim_window = -1, DType weights = DType::BF16, bool kv_int8 = false) {
   Decoder host(s, w);
   DecoderState hs = host.new_state(48);
   DecoderStep hstep = host.forward(prompt, hs);
@@ -174,6 +174,7 @@ double run_both(const DecoderSpec& s, const std::shared_ptr<const WeightSource>&
   SimDecoderModel m = sim_model(s, *w);
   if (sim_window >= 0) m.sliding_window = sim_window;
   m.weights = weights;
+  m.shape.kv_int8 = kv_int8;
   SimDecoderState st(m, 48);
   for (int32_t id : prompt) last = fused_decode_token(m, id, st);
   double worst = 0;
@@ -299,6 +300,31 @@ TEST(SimFusedInt8Llm, GreedyTokensAndLogitsNearTheHostF32) {
     EXPECT_LE(worst, 0.08) << name;  // int8 weights and activations through every layer and the head
     EXPECT_EQ(last.cost.run.dispatches, 1);
     for (const auto& [design, n] : last.cost.designs) EXPECT_NE(design.find("_int8_"), std::string::npos) << design;
+  }
+}
+
+// The int8 plan with an int8 KV cache (decode_layer_int8_kv8: each cached K/V row int8 with an
+// f32 scale, max|x| / 127) against the host decoder in f32, under the int8 plan's gate (above:
+// the same 8 greedy tokens, max|dlogit| / max|logit| <= 0.08); Gemma 3 also with its window cut
+// to 6 (the local layers' int8 reads start past row 0 from the 7th position on).
+TEST(SimFusedInt8KvLlm, GreedyTokensAndLogitsNearTheHostF32) {
+  for (const auto& [name, window] : {std::pair{"qwen3", 0}, std::pair{"gemma3", 0}, std::pair{"gemma3", 6}}) {
+    const Fixture fx = load(name);
+    DecoderSpec s = fx.spec;
+    if (window > 0) s.sliding_window = window;
+    std::vector<int32_t> host_tokens, sim_tokens;
+    SimTokenResult last;
+    const double worst =
+        run_both(s, fx.weights, {2, 17, 42, 99, 7}, 8, host_tokens, sim_tokens, last, -1, DType::I8, true);
+    std::printf("%s (window %d), int8 plan, int8 KV: host %s, npu-sim fused %s; worst max|dlogit| / max|logit| "
+                "%.2e\n",
+                name, window, ::testing::PrintToString(host_tokens).c_str(),
+                ::testing::PrintToString(sim_tokens).c_str(), worst);
+    EXPECT_EQ(sim_tokens, host_tokens) << name;
+    EXPECT_LE(worst, 0.08) << name;
+    EXPECT_EQ(last.cost.run.dispatches, 1);
+    for (const auto& [design, n] : last.cost.designs)
+      if (design.rfind("decode_layer", 0) == 0) EXPECT_NE(design.find("_kv8_"), std::string::npos) << design;
   }
 }
 

@@ -47,19 +47,38 @@ std::span<uint8_t> upload(DeviceRuntime& rt, const std::vector<uint8_t>& bytes) 
 
 }  // namespace
 
+namespace {
+
+// Argument `name` of d as the view of `buf` (the layer's `what`) from byte `offset`.
+std::span<uint8_t> arg_view(const Design& d, std::span<uint8_t> buf, const char* name, int64_t offset,
+                            const std::string& what) {
+  const uint64_t bytes = arg_size(d, name);
+  if (offset < 0 || uint64_t(offset) > buf.size() || bytes > buf.size() - uint64_t(offset))
+    throw std::out_of_range("design '" + d.name + "': argument " + name + " (" + std::to_string(bytes) +
+                            " bytes at byte " + std::to_string(offset) + " of the layer's " + what + ") runs past the cache (" +
+                            std::to_string(buf.size()) + " bytes)");
+  return buf.subspan(size_t(offset), size_t(bytes));
+}
+
+void check_layout(const Design& d, std::span<uint8_t> buf, int64_t bytes, const std::string& what) {
+  if (uint64_t(bytes) != buf.size())
+    throw std::invalid_argument("design '" + d.name + "': the layer's " + what + " has " + std::to_string(buf.size()) +
+                                " bytes, the design's layout " + std::to_string(bytes));
+}
+
+}  // namespace
+
 KvViews kv_views(const Design& d, std::span<uint8_t> cache) {
-  const auto view = [&](const char* name, int64_t offset) {
-    const uint64_t bytes = arg_size(d, name);
-    if (offset < 0 || uint64_t(offset) > cache.size() || bytes > cache.size() - uint64_t(offset))
-      throw std::out_of_range("design '" + d.name + "': argument " + name + " (" + std::to_string(bytes) +
-                              " bytes at byte " + std::to_string(offset) + " of the layer's KV cache) runs past the cache (" +
-                              std::to_string(cache.size()) + " bytes)");
-    return cache.subspan(size_t(offset), size_t(bytes));
-  };
-  KvViews v{view("kv", kv_window_offset(d)), view("kv_row", kv_row_offset(d))};
-  if (uint64_t(kv_cache_bytes(d)) != cache.size())
-    throw std::invalid_argument("design '" + d.name + "': the layer's KV cache has " + std::to_string(cache.size()) +
-                                " bytes, the design's layout " + std::to_string(kv_cache_bytes(d)));
+  KvViews v{arg_view(d, cache, "kv", kv_window_offset(d), "KV cache"),
+            arg_view(d, cache, "kv_row", kv_row_offset(d), "KV cache")};
+  check_layout(d, cache, kv_cache_bytes(d), "KV cache");
+  return v;
+}
+
+KvViews kv_scale_views(const Design& d, std::span<uint8_t> scales) {
+  KvViews v{arg_view(d, scales, "kv_scales", kv_scales_window_offset(d), "KV scale buffer"),
+            arg_view(d, scales, "kv_row_scales", kv_scales_row_offset(d), "KV scale buffer")};
+  check_layout(d, scales, kv_scales_bytes(d), "KV scale buffer");
   return v;
 }
 
@@ -89,7 +108,7 @@ DeviceFusedDecoder::DeviceFusedDecoder(DeviceRuntime& rt, const SimDecoderModel&
   const Design d1 = layer_design(m, 0, 1), head = head_design(m);
   const std::vector<aie::bf16> zero_x(size_t(H), aie::bf16{});
   const std::vector<float> zero_rope(size_t(m.shape.head_dim), 0.0f);
-  const SimKvCache empty(m.shape.kv_heads, m.shape.head_dim, 1);
+  const SimKvCache empty(m.shape.kv_heads, m.shape.head_dim, 1, m.shape.kv_int8);
   // The resident cache's layout: every token's design at this capacity has the same kv argument.
   const Design dk = layer_design(m, 0, 1, max_len);
   kv_rows_ = dk.params.at("kv_rows"), kv_heads_alloc_ = dk.params.at("kv_heads_alloc");
@@ -99,6 +118,7 @@ DeviceFusedDecoder::DeviceFusedDecoder(DeviceRuntime& rt, const SimDecoderModel&
     b.weights = upload(rt, a[arg_index(d1, "weights")]);
     b.weights_rest = upload(rt, a[arg_index(d1, "weights_rest")]);
     b.kv = rt.allocate_resident(uint64_t(kv_cache_bytes(dk)));  // zero: no position cached yet
+    if (m.shape.kv_int8) b.kv_scales = rt.allocate_resident(uint64_t(kv_scales_bytes(dk)));
     layers_.push_back(b);
   }
   const HostArgs h = pack_lm_head(head, m.final_norm, m.head, zero_x);
@@ -146,15 +166,26 @@ std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state
       throw std::invalid_argument("npu: layer " + std::to_string(i) + "'s cache is not at the position");
   if (state.sequence_id != sequence_id_ || device_length_ > pos) device_length_ = 0;  // another sequence
   sequence_id_ = state.sequence_id;
-  for (size_t i = 0; i < layers_.size() && device_length_ < pos; ++i)
+  const bool int8 = m_.shape.kv_int8;
+  const int64_t vb = int8 ? 1 : 2;  // bytes a cached value
+  for (size_t i = 0; i < layers_.size() && device_length_ < pos; ++i) {
+    const SimKvCache& kv = state.kv[i];
+    if (kv.int8 != int8) throw std::invalid_argument("npu: layer " + std::to_string(i) + "'s cache is not the model's KV type");
     for (int64_t which = 0; which < 2; ++which)
       for (int64_t h = 0; h < m_.shape.kv_heads; ++h) {
-        const SimKvCache& kv = state.kv[i];
-        const size_t at = size_t(((which * kv_heads_alloc_ + h) * kv_rows_ + device_length_) * D * 2);
-        const size_t n = size_t((pos - device_length_) * D * 2);
-        std::memcpy(layers_[i].kv.data() + at, (which == 0 ? kv.k : kv.v).data() + (h * kv.max_len + device_length_) * D, n);
+        const size_t at = size_t(((which * kv_heads_alloc_ + h) * kv_rows_ + device_length_) * D * vb);
+        const size_t n = size_t((pos - device_length_) * D * vb);
+        const int64_t from = (h * kv.max_len + device_length_) * D;
+        if (int8) std::memcpy(layers_[i].kv.data() + at, (which == 0 ? kv.k8 : kv.v8).data() + from, n);
+        else std::memcpy(layers_[i].kv.data() + at, (which == 0 ? kv.k : kv.v).data() + from, n);
         rt_.sync_to_device(layers_[i].kv.subspan(at, n));
       }
+    for (int64_t h = 0; int8 && h < m_.shape.kv_heads; ++h) {  // the rows' scales: [head][row][K, V]
+      const size_t at = size_t((h * kv_rows_ + device_length_) * 8), n = size_t((pos - device_length_) * 8);
+      std::memcpy(layers_[i].kv_scales.data() + at, kv.scales.data() + (h * kv.max_len + device_length_) * 2, n);
+      rt_.sync_to_device(layers_[i].kv_scales.subspan(at, n));
+    }
+  }
   device_length_ = pos;
   const std::vector<Design> designs = fused_token_designs(m_, pos, max_len_);
   std::vector<DesignCall> calls;
@@ -171,6 +202,11 @@ std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state
     bind("rope", m_.is_local(i) ? rope_local_ : rope_);
     bind("kv", kv.window);
     bind("kv_row", kv.row);
+    if (int8) {
+      const KvViews sv = kv_scale_views(d, layers_[i].kv_scales);
+      bind("kv_scales", sv.window);
+      bind("kv_row_scales", sv.row);
+    }
     bind("weights_rest", layers_[i].weights_rest);
     bind("result", act_[(i + 1) % 2]);
     for (size_t a = 0; a < c.args.size(); ++a)
@@ -190,15 +226,27 @@ std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state
 
   // The new K/V rows (the decode_layer drained them into the cache BOs at row pos) into the
   // host state, and the logits.
-  std::vector<aie::bf16> row(size_t(2 * kvd));
+  // Rows as drained: bf16 [K][V], or int8 [K][V][per head: K scale, V scale].
+  std::vector<uint8_t> row(size_t(2 * kvd * vb + (int8 ? m_.shape.kv_heads * 8 : 0)));
   for (size_t i = 0; i < layers_.size(); ++i) {
     for (int64_t which = 0; which < 2; ++which)
       for (int64_t h = 0; h < m_.shape.kv_heads; ++h) {
-        const size_t at = size_t(((which * kv_heads_alloc_ + h) * kv_rows_ + pos) * D * 2);
-        rt_.sync_from_device(layers_[i].kv.subspan(at, size_t(D) * 2));
-        std::memcpy(row.data() + which * kvd + h * D, layers_[i].kv.data() + at, size_t(D) * 2);
+        const size_t at = size_t(((which * kv_heads_alloc_ + h) * kv_rows_ + pos) * D * vb);
+        rt_.sync_from_device(layers_[i].kv.subspan(at, size_t(D * vb)));
+        std::memcpy(row.data() + (which * kvd + h * D) * vb, layers_[i].kv.data() + at, size_t(D * vb));
       }
-    state.kv[i].append(row);
+    for (int64_t h = 0; int8 && h < m_.shape.kv_heads; ++h) {
+      const size_t at = size_t((h * kv_rows_ + pos) * 8);
+      rt_.sync_from_device(layers_[i].kv_scales.subspan(at, 8));
+      std::memcpy(row.data() + 2 * kvd + h * 8, layers_[i].kv_scales.data() + at, 8);
+    }
+    if (int8) {
+      state.kv[i].append_int8(row);
+    } else {
+      std::vector<aie::bf16> values(size_t(2 * kvd));
+      std::memcpy(values.data(), row.data(), row.size());
+      state.kv[i].append(values);
+    }
   }
   device_length_ = pos + 1;
   rt_.sync_from_device(logits_);

@@ -23,6 +23,9 @@
 // (`kv_row`): its runtime sequence does not hold the position, so one instruction stream serves
 // every token with the same per-core split of the context (kv_views; DeviceRuntime keeps the
 // loaded sequences bounded).
+// With an int8 KV cache (m.shape.kv_int8: decode_layer_int8_kv8) each layer has a second
+// resident BO, the rows' f32 scales, passed the same way as two views (`kv_scales` at the first
+// row read, `kv_row_scales` at the new row: kv_scale_views).
 // Per token: the host writes the embedding row and the RoPE row(s), submits the token's
 // invocations as one run_sequence (one CMD_CHAIN, one EXEC_CMD, one wait), and reads back the
 // logits and each layer's new K/V row (from the cache BO, to keep the host's SimDecoderState
@@ -55,6 +58,9 @@ struct KvViews {
   std::span<uint8_t> window, row;
 };
 KvViews kv_views(const Design& d, std::span<uint8_t> cache);
+// An int8-KV design's `kv_scales` / `kv_row_scales` as views of the layer's scale buffer
+// (kv_scales_window_offset, kv_scales_row_offset); the same errors, naming the argument.
+KvViews kv_scale_views(const Design& d, std::span<uint8_t> scales);
 
 // Why `rt` cannot run the fused plan of `m` (the decode_layer or lm_head design has no compiled
 // artifact: "no compiled artifact for design NAME in DIR"), or "" when it can.
@@ -76,12 +82,14 @@ class DeviceFusedDecoder {
   std::span<const uint8_t> layer_weights_rest(size_t i) const { return layers_.at(i).weights_rest; }
   std::span<const uint8_t> head_weights() const { return head_weights_; }
   int64_t tokens() const { return tokens_; }
-  // Layer i's resident KV cache BO (decode_layer's `kv` argument).
+  // Layer i's resident KV cache BO (decode_layer's `kv` argument) and, with an int8 KV cache,
+  // its scale BO (`kv_scales`; empty otherwise).
   std::span<const uint8_t> layer_kv(size_t i) const { return layers_.at(i).kv; }
+  std::span<const uint8_t> layer_kv_scales(size_t i) const { return layers_.at(i).kv_scales; }
 
  private:
   struct LayerBuffers {
-    std::span<uint8_t> weights, weights_rest, kv;
+    std::span<uint8_t> weights, weights_rest, kv, kv_scales;  // kv_scales: an int8 KV cache's
   };
   DeviceRuntime& rt_;
   const SimDecoderModel& m_;
