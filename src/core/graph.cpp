@@ -113,20 +113,26 @@ RunReport Executor::run(Graph& g) {
       for (ValueId v : nodes[i].inputs) last_use[v] = static_cast<int>(i);
     for (ValueId v : g.outputs()) last_use[v] = -1;
   }
+  report.ops.reserve(nodes.size());
+  // The op's inputs, as the span backends take. Slots are reassigned, not rebuilt: copying a
+  // Tensor into a slot reuses the slot's shape and stride storage, so a run of hundreds of small
+  // ops makes no allocations for them; clearing a slot (below) drops only the buffer reference.
   std::vector<Tensor> args;
+  const Tensor none;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
-    args.clear();
-    for (ValueId v : n.inputs) {
-      if (!values[v].tensor.defined())
-        throw std::runtime_error("graph node '" + n.name + "': input '" + values[v].name +
-                                 "' has no tensor bound");
-      args.push_back(values[v].tensor);
+    if (args.size() < n.inputs.size()) args.resize(n.inputs.size());
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const Value& in = values[n.inputs[k]];
+      if (!in.tensor.defined())
+        throw std::runtime_error("graph node '" + n.name + "': input '" + in.name + "' has no tensor bound");
+      args[k] = in.tensor;
     }
+    const std::span<const Tensor> inputs(args.data(), n.inputs.size());
     Backend* chosen = nullptr;
     bool fallback = false;
     for (Backend* b : backends_) {
-      if (b->supports(n, args)) {
+      if (b->supports(n, inputs)) {
         chosen = b;
         break;
       }
@@ -136,11 +142,12 @@ RunReport Executor::run(Graph& g) {
       throw std::runtime_error("no backend can run '" + n.name + "' (" +
                                std::string(op_name(n.op)) + ")");
     const auto t0 = std::chrono::steady_clock::now();
-    values[n.output].tensor = chosen->compute(n, args);
+    values[n.output].tensor = chosen->compute(n, inputs);
     const auto t1 = std::chrono::steady_clock::now();
     report.ops.push_back({n.name, n.op, std::string(chosen->name()), fallback,
                           std::chrono::duration<double, std::milli>(t1 - t0).count()});
-    args.clear();  // drop our references first, so freeing below releases the memory
+    // Drop our references first, so freeing below releases the memory.
+    for (size_t k = 0; k < n.inputs.size(); ++k) args[k] = none;
     for (ValueId v : n.inputs)
       if (last_use[v] == static_cast<int>(i) && values[v].producer >= 0) values[v].tensor = Tensor();
   }

@@ -43,6 +43,9 @@ class Graph {
 
   const std::vector<Node>& nodes() const { return nodes_; }
   std::vector<Value>& values() { return values_; }
+  // Node i's attributes, for a graph kept and run again with some of them changed (a decode
+  // step's position: models/decoder.cpp).
+  OpAttrs& attrs(size_t node) { return nodes_.at(node).attrs; }
 
  private:
   std::vector<Node> nodes_;

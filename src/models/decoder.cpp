@@ -379,8 +379,18 @@ DecoderState Decoder::new_state(int64_t context_length, uint64_t memory_budget_b
                                   " bytes per token)");
     n = std::min(n, fit);
   }
-  return DecoderState{host::KvCache(spec_.layers, n, spec_.kv_heads, spec_.head_dim, kv_dtype_), 0};
+  return DecoderState{host::KvCache(spec_.layers, n, spec_.kv_heads, spec_.head_dim, kv_dtype_), 0, nullptr};
 }
+
+// A one-token step's graph, kept in its DecoderState (decoder.h) for the next token. The
+// position enters a step only through the attributes set_position writes.
+struct DecodeGraph {
+  Graph g;
+  ValueId ids = -1, logits = -1;
+  const void* decoder = nullptr;         // the Decoder::Impl whose weights it holds
+  const DecoderState* state = nullptr;   // the state whose KV cache it writes
+  const std::byte* kv = nullptr;         // that cache's storage (layer 0 keys)
+};
 
 namespace {
 
@@ -435,6 +445,17 @@ void check_run(const DecoderSpec& s, const std::vector<int32_t>& ids, const Deco
                                 std::to_string(state.cache.length(0)) + " cached tokens");
 }
 
+// Binds a one-sequence graph's position (the tokens already cached): where RoPE starts, where
+// the new K/V rows go, and where the queries sit among the keys.
+void set_position(Graph& g, int64_t position) {
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const OpKind op = g.nodes()[i].op;
+    if (op == OpKind::Rope) g.attrs(i).position = position;
+    else if (op == OpKind::KvWrite) g.attrs(i).start = position;
+    else if (op == OpKind::Attention) g.attrs(i).q_offset = position;
+  }
+}
+
 // cap * tanh(logits / cap) in place; the op set has no tanh.
 void softcap_logits(Tensor& logits, float cap) {
   float* p = logits.data<float>();
@@ -474,9 +495,8 @@ DecoderStep Decoder::forward_batch(const std::vector<int32_t>& ids, const std::v
 // once; RoPE, the cache write and attention run per sequence. With several sequences every matmul
 // goes through matmul_rows, whose rows are bit-identical to a one-row run (a batched sequence gets
 // exactly the logits it gets alone); one sequence (prefill, a lone decode) takes the plain matmul.
-DecoderStep Decoder::step(const std::vector<int32_t>& ids, const std::vector<int64_t>& rows,
-                          const std::vector<DecoderState*>& states, bool all_logits,
-                          std::vector<Backend*> backends) const {
+std::shared_ptr<DecodeGraph> Decoder::build_step(const std::vector<int32_t>& ids, const std::vector<int64_t>& rows,
+                                                 const std::vector<DecoderState*>& states, bool all_logits) const {
   const DecoderSpec& s = spec_;
   const Impl& w = *impl_;
   const int64_t N = static_cast<int64_t>(ids.size());
@@ -488,8 +508,8 @@ DecoderStep Decoder::step(const std::vector<int32_t>& ids, const std::vector<int
   const auto mm = [&](ValueId a, const Tensor& weight, const Tensor& bias, const std::string& name) {
     return one ? b.matmul(a, weight, bias, name) : b.matmul_rows(a, N, weight, bias, name);
   };
-  ValueId x = g.add(OpKind::Embedding, {b.constant("token_embd", w.token_embd), g.input("ids", i32_tensor(ids))},
-                    {}, "embed");
+  const ValueId ids_in = g.input("ids", i32_tensor(ids));
+  ValueId x = g.add(OpKind::Embedding, {b.constant("token_embd", w.token_embd), ids_in}, {}, "embed");
   if (s.embed_scale != 1.0f) {
     OpAttrs a;
     a.scale = s.embed_scale;
@@ -586,14 +606,46 @@ DecoderStep Decoder::step(const std::vector<int32_t>& ids, const std::vector<int
   x = b.rms_norm(x, w.final_norm, s, "final_norm");
   const ValueId logits = mm(x, w.output, {}, "output");
   g.mark_output(logits);
+  auto built = std::make_shared<DecodeGraph>();
+  built->g = std::move(g);
+  built->ids = ids_in;
+  built->logits = logits;
+  return built;
+}
+
+DecoderStep Decoder::step(const std::vector<int32_t>& ids, const std::vector<int64_t>& rows,
+                          const std::vector<DecoderState*>& states, bool all_logits,
+                          std::vector<Backend*> backends) const {
+  // One token of one sequence (a decode step) runs the state's kept graph when it was built by
+  // this decoder for this state: only the token and the position change from step to step.
+  std::shared_ptr<DecodeGraph> graph;
+  DecoderState& first = *states[0];
+  const bool decode = states.size() == 1 && ids.size() == 1;
+  const std::byte* kv = first.cache.key_storage(0).raw();
+  if (decode && first.decode_graph && first.decode_graph->decoder == impl_.get() &&
+      first.decode_graph->state == &first && first.decode_graph->kv == kv) {
+    graph = first.decode_graph;
+    graph->g.set(graph->ids, i32_tensor(ids));
+    set_position(graph->g, first.position);
+  } else {
+    graph = build_step(ids, rows, states, all_logits);
+    if (decode) {
+      graph->decoder = impl_.get();
+      graph->state = &first;
+      graph->kv = kv;
+      first.decode_graph = graph;
+    }
+  }
 
   HostBackend host;
   if (backends.empty()) backends.push_back(&host);
   Executor exec(backends);
   DecoderStep out;
-  out.report = exec.run(g);
-  out.logits = host::to_f32(g.get(logits));
-  if (s.final_softcap > 0.0f) softcap_logits(out.logits, s.final_softcap);
+  out.report = exec.run(graph->g);
+  Tensor& result = graph->g.values()[graph->logits].tensor;
+  out.logits = host::to_f32(result);
+  result = Tensor();  // a kept graph holds no logits between steps
+  if (spec_.final_softcap > 0.0f) softcap_logits(out.logits, spec_.final_softcap);
   for (size_t j = 0; j < states.size(); ++j) {
     states[j]->cache.set_length(states[j]->position + rows[j]);
     states[j]->position += rows[j];

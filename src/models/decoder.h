@@ -19,11 +19,17 @@
 
 namespace xdna {
 
+struct DecodeGraph;  // decoder.cpp
+
 // One sequence's state: its KV cache (preallocated for the context length) and its position.
 struct DecoderState {
   host::KvCache cache;
   int64_t position = 0;  // tokens already in the cache
   int64_t context_length() const { return cache.max_len(); }
+  // The graph of this sequence's last one-token step, which the next one runs again with the
+  // new token and position bound instead of building it anew. Used only by the decoder and the
+  // state (at this address, on this cache) it was built for; reset() forces a fresh build.
+  std::shared_ptr<DecodeGraph> decode_graph;
 };
 
 struct DecoderStep {
@@ -75,6 +81,8 @@ class Decoder {
 
  private:
   // What forward and forward_batch share, after their checks (decoder.cpp).
+  std::shared_ptr<DecodeGraph> build_step(const std::vector<int32_t>& ids, const std::vector<int64_t>& rows,
+                                          const std::vector<DecoderState*>& states, bool all_logits) const;
   DecoderStep step(const std::vector<int32_t>& ids, const std::vector<int64_t>& rows,
                    const std::vector<DecoderState*>& states, bool all_logits, std::vector<Backend*> backends) const;
   struct Impl;

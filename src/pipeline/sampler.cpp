@@ -5,9 +5,17 @@
 #include "pipeline/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+
+#include "core/cpu.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define XDNA_ARGMAX_SIMD 1
+#endif
 
 namespace xdna {
 
@@ -29,48 +37,147 @@ void validate(const SamplingParams& p) {
   if (p.top_logprobs < 0 || p.top_logprobs > 20) bad("top_logprobs", "must be in [0, 20]", p.top_logprobs);
 }
 
-int32_t first_argmax(std::span<const float> v) {
+namespace {
+
+// The merge every path ends with: of lane maxima `best` (at[j] < 0: the lane saw nothing above
+// -inf), the largest value at its smallest index; then the tail x[from, n) in order.
+int32_t merge_lanes(const float* best, const int32_t* at, int lanes, const float* x, size_t from, size_t n) {
+  int32_t r = -1;
+  float m = -INFINITY;
+  for (int j = 0; j < lanes; j++)
+    if (at[j] >= 0 && (r < 0 || best[j] > m || (best[j] == m && at[j] < r))) m = best[j], r = at[j];
+  for (size_t i = from; i < n; i++)  // later indices: only a strictly larger value wins
+    if (x[i] > m) m = x[i], r = static_cast<int32_t>(i);
+  return r < 0 ? 0 : r;  // every value -inf (or NaN): index 0, as std::max_element
+}
+
+int32_t first_argmax_scalar(const float* x, size_t n) {
   constexpr int L = 16;
-  const size_t n = v.size();
-  const float* x = v.data();
   float best[L];
   int32_t at[L];
   for (int j = 0; j < L; j++) best[j] = -INFINITY, at[j] = -1;
   size_t i = 0;
   for (; i + L <= n; i += L)
-    for (int j = 0; j < L; j++) {  // elementwise: compiles to compare + blend
-      const bool more = x[i + j] > best[j];
-      best[j] = more ? x[i + j] : best[j];
-      at[j] = more ? static_cast<int32_t>(i + j) : at[j];
+    for (int j = 0; j < L; j++)
+      if (x[i + j] > best[j]) best[j] = x[i + j], at[j] = static_cast<int32_t>(i + j);
+  return merge_lanes(best, at, L, x, i, n);
+}
+
+#ifdef XDNA_ARGMAX_SIMD
+// 4 accumulators of 16 lanes (64 values a step, independent compare chains). The ordered compare
+// (_CMP_GT_OQ) is false for NaN, as `>` is in the scalar path, so NaNs are never chosen.
+__attribute__((target("avx512f"))) int32_t first_argmax_avx512(const float* x, size_t n) {
+  constexpr int A = 4, W = 16;
+  __m512 best[A];
+  __m512i at[A], idx[A];
+  const __m512i step = _mm512_set1_epi32(A * W);
+  for (int a = 0; a < A; a++) {
+    best[a] = _mm512_set1_ps(-INFINITY);
+    at[a] = _mm512_set1_epi32(-1);
+    idx[a] = _mm512_add_epi32(_mm512_set1_epi32(a * W),
+                              _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  }
+  size_t i = 0;
+  for (; i + A * W <= n; i += A * W)
+    for (int a = 0; a < A; a++) {
+      const __m512 v = _mm512_loadu_ps(x + i + a * W);
+      const __mmask16 more = _mm512_cmp_ps_mask(v, best[a], _CMP_GT_OQ);
+      best[a] = _mm512_mask_mov_ps(best[a], more, v);
+      at[a] = _mm512_mask_mov_epi32(at[a], more, idx[a]);
+      idx[a] = _mm512_add_epi32(idx[a], step);
     }
-  for (int j = 0; i + j < n; j++)
-    if (x[i + j] > best[j]) best[j] = x[i + j], at[j] = static_cast<int32_t>(i + j);
-  int32_t r = -1;
-  float m = -INFINITY;
-  for (int j = 0; j < L; j++)
-    if (at[j] >= 0 && (r < 0 || best[j] > m || (best[j] == m && at[j] < r))) m = best[j], r = at[j];
-  return r < 0 ? 0 : r;  // every value -inf: index 0, as std::max_element
+  alignas(64) float b[A * W];
+  alignas(64) int32_t t[A * W];
+  for (int a = 0; a < A; a++) {
+    _mm512_store_ps(b + a * W, best[a]);
+    _mm512_store_si512(t + a * W, at[a]);
+  }
+  return merge_lanes(b, t, A * W, x, i, n);
+}
+
+__attribute__((target("avx2"))) int32_t first_argmax_avx2(const float* x, size_t n) {
+  constexpr int A = 4, W = 8;
+  __m256 best[A];
+  __m256i at[A], idx[A];
+  const __m256i step = _mm256_set1_epi32(A * W);
+  for (int a = 0; a < A; a++) {
+    best[a] = _mm256_set1_ps(-INFINITY);
+    at[a] = _mm256_set1_epi32(-1);
+    idx[a] = _mm256_add_epi32(_mm256_set1_epi32(a * W), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  size_t i = 0;
+  for (; i + A * W <= n; i += A * W)
+    for (int a = 0; a < A; a++) {
+      const __m256 v = _mm256_loadu_ps(x + i + a * W);
+      const __m256 more = _mm256_cmp_ps(v, best[a], _CMP_GT_OQ);
+      best[a] = _mm256_blendv_ps(best[a], v, more);
+      at[a] = _mm256_castps_si256(
+          _mm256_blendv_ps(_mm256_castsi256_ps(at[a]), _mm256_castsi256_ps(idx[a]), more));
+      idx[a] = _mm256_add_epi32(idx[a], step);
+    }
+  alignas(32) float b[A * W];
+  alignas(32) int32_t t[A * W];
+  for (int a = 0; a < A; a++) {
+    _mm256_store_ps(b + a * W, best[a]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t + a * W), at[a]);
+  }
+  return merge_lanes(b, t, A * W, x, i, n);
+}
+#endif
+
+}  // namespace
+
+// Every lane keeps the first maximum of the indices it sees, and the merge takes the largest
+// value at its smallest index: the first maximum overall, however the indices are dealt to lanes.
+int32_t first_argmax(std::span<const float> v) {
+#ifdef XDNA_ARGMAX_SIMD
+  switch (active_isa()) {
+    case Isa::Avx512: return first_argmax_avx512(v.data(), v.size());
+    case Isa::Avx2: return first_argmax_avx2(v.data(), v.size());
+    case Isa::Scalar: break;
+  }
+#endif
+  return first_argmax_scalar(v.data(), v.size());
 }
 
 Sampler::Sampler(const SamplingParams& params) : p_(params), rng_(params.seed) { validate(params); }
 
+namespace {
+
+// Throws unless every logit is finite or -inf (a masked token) and at least one is finite. The
+// scan tests the bit patterns with integer ops and no branch, which the compiler vectorises; the
+// message's index is looked up only on failure.
+void check_logits(std::span<const float> logits) {
+  constexpr uint32_t kInf = 0x7f800000u;  // +inf; with the sign bit cleared: |x| == inf
+  uint32_t bad = 0, finite = 0;
+  for (const float x : logits) {
+    const uint32_t bits = std::bit_cast<uint32_t>(x), magnitude = bits & 0x7fffffffu;
+    bad |= (magnitude > kInf) | (bits == kInf);  // NaN or +inf
+    finite |= magnitude < kInf;
+  }
+  if (bad)
+    for (size_t i = 0; i < logits.size(); i++)
+      if (std::isnan(logits[i]) || logits[i] == INFINITY)
+        throw std::invalid_argument("sampler: logits[" + std::to_string(i) + "] is " +
+                                    (std::isnan(logits[i]) ? "NaN" : "+inf"));
+  if (!finite) throw std::invalid_argument("sampler: every logit is -inf");
+}
+
+}  // namespace
+
 TokenChoice Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   const size_t n = logits.size();
   if (n == 0) throw std::invalid_argument("sampler: logits are empty");
-  adjusted_.assign(logits.begin(), logits.end());
-  bool any_finite = false;
-  for (size_t i = 0; i < n; i++) {
-    // -inf masks a token; NaN or +inf means the model output is broken.
-    if (std::isnan(adjusted_[i]) || adjusted_[i] == INFINITY)
-      throw std::invalid_argument("sampler: logits[" + std::to_string(i) + "] is " +
-                                  (std::isnan(adjusted_[i]) ? "NaN" : "+inf"));
-    any_finite = any_finite || std::isfinite(adjusted_[i]);
-  }
-  if (!any_finite) throw std::invalid_argument("sampler: every logit is -inf");
+  // -inf masks a token; NaN or +inf means the model output is broken.
+  check_logits(logits);
 
-  // Penalties, once per distinct token of the history (count = its occurrences).
+  // Penalties, once per distinct token of the history (count = its occurrences), on a copy of
+  // the logits; without penalties the logits are read as they are.
   const bool penalise = p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
+  std::span<const float> adjusted = logits;
   if (penalise && !history.empty()) {
+    adjusted_.assign(logits.begin(), logits.end());
+    adjusted = adjusted_;
     std::vector<int32_t> ids(history.begin(), history.end());
     std::sort(ids.begin(), ids.end());
     for (size_t i = 0; i < ids.size();) {
@@ -91,13 +198,13 @@ TokenChoice Sampler::sample(std::span<const float> logits, std::span<const int32
 
   // Log-softmax of the penalised logits (the model's distribution, as OpenAI reports it), only
   // when log-probs are reported: nothing below chooses a token from it.
-  const size_t argmax = static_cast<size_t>(first_argmax(adjusted_));
-  const float max_l = adjusted_[argmax];
+  const size_t argmax = static_cast<size_t>(first_argmax(adjusted));
+  const float max_l = adjusted[argmax];
   const bool report = p_.logprobs || p_.top_logprobs > 0;
   float log_z = 0.0f;
   if (report) {
     double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += std::exp(static_cast<double>(adjusted_[i]) - max_l);
+    for (size_t i = 0; i < n; i++) sum += std::exp(static_cast<double>(adjusted[i]) - max_l);
     log_z = max_l + static_cast<float>(std::log(sum));
   }
 
@@ -108,7 +215,7 @@ TokenChoice Sampler::sample(std::span<const float> logits, std::span<const int32
     // Candidates by scaled logit, best first (only as many sorted as top-k needs).
     scratch_.clear();
     for (size_t i = 0; i < n; i++)
-      if (std::isfinite(adjusted_[i])) scratch_.emplace_back(adjusted_[i] / p_.temperature, static_cast<int32_t>(i));
+      if (std::isfinite(adjusted[i])) scratch_.emplace_back(adjusted[i] / p_.temperature, static_cast<int32_t>(i));
     auto better = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
       return a.first > b.first || (a.first == b.first && a.second < b.second);
     };
@@ -135,8 +242,8 @@ TokenChoice Sampler::sample(std::span<const float> logits, std::span<const int32
           break;
         }
       }
-      if (report) choice.logprob = adjusted_[choice.id] - log_z;
-      add_top_logprobs(choice, log_z);
+      if (report) choice.logprob = adjusted[choice.id] - log_z;
+      add_top_logprobs(choice, adjusted, log_z);
       return choice;
     }
     size_t keep = scratch_.size();
@@ -177,17 +284,17 @@ TokenChoice Sampler::sample(std::span<const float> logits, std::span<const int32
     }
     choice.id = scratch_[pick].second;
   }
-  if (report) choice.logprob = adjusted_[choice.id] - log_z;
-  add_top_logprobs(choice, log_z);
+  if (report) choice.logprob = adjusted[choice.id] - log_z;
+  add_top_logprobs(choice, adjusted, log_z);
   return choice;
 }
 
-void Sampler::add_top_logprobs(TokenChoice& choice, float log_z) const {
-  const size_t n = adjusted_.size();
+void Sampler::add_top_logprobs(TokenChoice& choice, std::span<const float> adjusted, float log_z) const {
+  const size_t n = adjusted.size();
   if (p_.top_logprobs > 0) {
     std::vector<std::pair<float, int32_t>> best;
     best.reserve(n);
-    for (size_t i = 0; i < n; i++) best.emplace_back(adjusted_[i], static_cast<int32_t>(i));
+    for (size_t i = 0; i < n; i++) best.emplace_back(adjusted[i], static_cast<int32_t>(i));
     const size_t k = std::min<size_t>(p_.top_logprobs, n);
     std::partial_sort(best.begin(), best.begin() + k, best.end(), [](const auto& a, const auto& b) {
       return a.first > b.first || (a.first == b.first && a.second < b.second);

@@ -29,9 +29,10 @@ struct SamplingParams {
   bool logprobs = true;
 };
 
-// The index of the first largest value (std::max_element's answer for NaN-free input), in one
-// vectorised pass: 16 lanes each keep their first maximum and its index, then the lanes merge
-// (largest value, smallest index). Greedy decoding needs no softmax, only this. n must be >= 1.
+// The index of the first largest value (std::max_element's answer for NaN-free input; NaNs are
+// never chosen, and 0 when nothing is above -inf), in one pass of AVX-512 or AVX2 (active_isa())
+// compares: lanes each keep their first maximum and its index, then merge (largest value, smallest
+// index). Greedy decoding needs no softmax, only this.
 int32_t first_argmax(std::span<const float> v);
 
 // Throws std::invalid_argument naming the field that is out of range.
@@ -50,11 +51,11 @@ class Sampler {
   TokenChoice sample(std::span<const float> logits, std::span<const int32_t> history);
 
  private:
-  void add_top_logprobs(TokenChoice& choice, float log_z) const;
+  void add_top_logprobs(TokenChoice& choice, std::span<const float> adjusted, float log_z) const;
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> scratch_;
-  std::vector<float> adjusted_;
+  std::vector<float> adjusted_;  // the penalised logits, when there are penalties
 };
 
 }  // namespace xdna

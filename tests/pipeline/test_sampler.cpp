@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <stdexcept>
 
+#include "core/cpu.h"
 #include "pipeline/sampler.h"
 
 using xdna::Sampler;
@@ -209,6 +211,32 @@ TEST(Sampler, BadLogitsAndHistoryAreErrors) {
   EXPECT_THROW(pen.sample(logits, bad_history), std::invalid_argument);
 }
 
+// The validity scan (vectorised) reports the first NaN or +inf wherever it sits in a long row,
+// and -inf (a masked token) alone is not an error while one finite logit remains.
+TEST(Sampler, FirstBadLogitIsReportedAnywhere) {
+  Sampler s(params(0.0f));
+  const auto message = [&](const std::vector<float>& v) {
+    try {
+      s.sample(v, {});
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  std::vector<float> v(1000, -INFINITY);
+  v[640] = 1.0f;
+  EXPECT_EQ(message(v), "(accepted)");
+  EXPECT_EQ(s.sample(v, {}).id, 640);
+  v[999] = NAN;
+  EXPECT_NE(message(v).find("logits[999] is NaN"), std::string::npos) << message(v);
+  v[517] = INFINITY;
+  EXPECT_NE(message(v).find("logits[517] is +inf"), std::string::npos) << message(v);
+  v[3] = -NAN;
+  EXPECT_NE(message(v).find("logits[3] is NaN"), std::string::npos) << message(v);
+  std::vector<float> masked(1000, -INFINITY);
+  EXPECT_NE(message(masked).find("every logit is -inf"), std::string::npos);
+}
+
 TEST(Sampler, MaskedTokensAreNeverDrawn) {
   std::vector<float> logits = {0.0f, -INFINITY, 0.0f, -INFINITY};
   EXPECT_EQ(drawn(params(1.0f), logits, 500), (std::set<int32_t>{0, 2}));
@@ -242,6 +270,51 @@ TEST(Sampler, FirstArgmaxMatchesMaxElement) {
   expect(big);
   big[200000] = big[100] = 1e9f;
   expect(big);
+}
+
+// Every instruction-set path (scalar, AVX2, AVX-512: those this CPU has) gives the same index:
+// the first maximum (ties across lanes and accumulators, at every offset around the 64-value
+// step), NaNs never chosen wherever they sit (before, after, in place of the maximum), and 0 when
+// nothing is above -inf.
+TEST(Sampler, FirstArgmaxIsTheSameOnEveryIsa) {
+  const xdna::Isa best = xdna::active_isa();
+  std::vector<xdna::Isa> isas = {xdna::Isa::Scalar};
+  if (best >= xdna::Isa::Avx2) isas.push_back(xdna::Isa::Avx2);
+  if (best >= xdna::Isa::Avx512) isas.push_back(xdna::Isa::Avx512);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto check = [&](const std::vector<float>& v, int32_t want) {
+    for (xdna::Isa isa : isas) {
+      xdna::force_isa(isa);
+      const int32_t got = xdna::first_argmax(v);
+      xdna::force_isa(best);
+      ASSERT_EQ(got, want) << xdna::isa_name(isa) << " n=" << v.size();
+    }
+  };
+  for (size_t n : {1, 7, 63, 64, 65, 130, 200}) {
+    for (size_t at = 0; at < n; at += (n > 70 ? 3 : 1)) {
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; i++) v[i] = static_cast<float>((i * 11) % 7) - 10.0f;
+      v[at] = 2.0f;
+      check(v, static_cast<int32_t>(at));
+      if (at + 33 < n) v[at + 33] = 2.0f;  // a later tie in another accumulator
+      if (at + 1 < n) v[at + 1] = nan;      // NaN next to the maximum
+      if (at >= 3) v[at - 3] = nan;         // and before it
+      check(v, static_cast<int32_t>(at));
+      v[at] = nan;  // the maximum replaced by NaN: the later tie, else the next largest
+      std::vector<float> clean = v;
+      for (float& x : clean) if (std::isnan(x)) x = -INFINITY;
+      check(v, static_cast<int32_t>(std::max_element(clean.begin(), clean.end()) - clean.begin()));
+    }
+  }
+  check(std::vector<float>(100, nan), 0);
+  std::vector<float> masked(100, -INFINITY);
+  masked[70] = nan;
+  check(masked, 0);
+  masked[90] = -1e30f;
+  check(masked, 90);
+  std::vector<float> zeros(80, 0.0f);
+  zeros[5] = -0.0f;  // -0 == +0: the first of them
+  check(zeros, 0);
 }
 
 // logprobs = false (no log-probs reported) skips the vocabulary log-softmax: the same seed draws
