@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/buffer.h"
 #include "core/cpu.h"
 #include "core/parallel.h"
 #include "host/gemm.h"
@@ -96,6 +98,57 @@ void BM_GgmlRows(benchmark::State& state) {
 }
 BENCHMARK(BM_GgmlRows)
     ->ArgsProduct({{int(DType::Q8_0), int(DType::Q4_0), int(DType::Q6_K)}, {28, 128}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Q6_K GEMV at Qwen3-0.6B's tied LM head (151936 x 1024, 127.6 MB: a DRAM stream) or a 28 MiB
+// or 1 MiB slice of it (mostly L3, L2): the GGML-layout row kernel (variant 0) against the same rows repacked
+// (variant 1, gemm_q6k_avx512.cpp), on the same quantized x. Args: rows, variant, threads (the
+// rows split as the decode GEMV splits them).
+void BM_Q6kGemv(benchmark::State& state) {
+  const host::IsaKernels& kern = host::avx512_kernels();
+  if (active_isa() != Isa::Avx512 || !has_avx512_vnni()) {
+    state.SkipWithError("needs AVX-512 VNNI");
+    return;
+  }
+  const int64_t K = 1024, n = state.range(0);
+  const bool repacked = state.range(1) == 1;
+  const int threads = static_cast<int>(state.range(2));
+  Tensor w = host::random_weights(DType::Q6_K, n, K, 7);
+  Tensor x = host::random_weights(DType::F32, 1, K, 9);
+  std::vector<int8_t> q(K);
+  std::vector<float> scale4(K / 4), xsum16(K / 16);
+  kern.quantize_x_s8(x.data<float>(), K, q.data(), scale4.data(), xsum16.data());
+  host::XRow xr{x.data<float>(), nullptr, nullptr, K};
+  xr.q_s8 = q.data();
+  xr.q_scale4 = scale4.data();
+  xr.q_xsum16 = xsum16.data();
+  host::WeightRows wr{DType::Q6_K, reinterpret_cast<const uint8_t*>(w.raw()), dtype_bytes(DType::Q6_K, K), n, K};
+  std::unique_ptr<HeapBuffer> rp;  // huge-page backed, as the GEMV's cache holds the copy
+  if (repacked) {  // in place of the GGML rows
+    rp = std::make_unique<HeapBuffer>(static_cast<size_t>(w.nbytes()));
+    host::repack_q6_k_blocks(wr.data, reinterpret_cast<uint8_t*>(rp->data()), n * K / 256);
+    wr.data = reinterpret_cast<const uint8_t*>(rp->data());
+    wr.q6_k_repacked = true;
+    w = Tensor();
+  }
+  const host::RowsKernel rows = repacked ? host::rows_q6_k_repacked_avx512 : kern.rows_q6_k;
+  std::vector<float> y(n);
+  const int before = num_threads();
+  set_num_threads(threads);
+  for (auto _ : state) {
+    parallel_for(n, 16, [&](int64_t n0, int64_t n1) {
+      for (int64_t r = n0; r < n1; r += host::kGemvRows)
+        rows(wr, r, static_cast<int>(std::min<int64_t>(host::kGemvRows, n1 - r)), xr, y.data() + r);
+    });
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_num_threads(before);
+  state.SetBytesProcessed(state.iterations() * n * dtype_bytes(DType::Q6_K, K));
+  state.SetLabel(repacked ? "Q6_K repacked" : "Q6_K GGML layout");
+}
+BENCHMARK(BM_Q6kGemv)
+    ->ArgsProduct({{151936, 28 * 1024 * 1024 / 840, 1248}, {0, 1}, {1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -20,6 +20,7 @@ struct WeightRows {
   int64_t rows = 0, cols = 0;
   const float* scales = nullptr;
   int64_t group = 0;
+  bool q6_k_repacked = false;  // Q6_K rows in repack_q6_k_blocks' layout (rows_q6_k_repacked_avx512)
 
   const uint8_t* row(int64_t n) const { return data + n * row_bytes; }
   const float* row_scales(int64_t n) const { return scales ? scales + n * (cols / group) : nullptr; }
@@ -129,6 +130,11 @@ struct IsaKernels {
 void rows_q4_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
 void rows_q6_k_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
 void rows_q8_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
+// Q6_K super-blocks reordered for the AVX-512 GEMV (gemm_q6k_avx512.cpp; the same 210 bytes
+// each), and that GEMV (AVX-512 VNNI; reads q_s8, q_scale4). It differs from the GGML-layout
+// kernels only in f32 rounding order (its integer sums are exact).
+void repack_q6_k_blocks(const uint8_t* src, uint8_t* dst, int64_t blocks);
+void rows_q6_k_repacked_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
 
 // The AVX2 panel packer, shared by the AVX-512 table (every AVX-512 CPU has AVX2).
 void pack_panel_avx2(const float* const* src, int64_t nr, int64_t NR, int64_t kc, float* dst);
@@ -206,5 +212,11 @@ void clear_packed_weight_cache();
 // the returned handle lives; nullptr for weights the cache never holds (writable buffers).
 std::shared_ptr<void> pin_packed_weights(const Tensor& w, const WeightRows& wr);
 size_t packed_weight_cache_bytes();
+// For the GEMV: Q6_K weights in a file mapping, on AVX-512 VNNI, come back as a view of their
+// repacked copy (q6_k_repacked set; `hold` keeps it alive), made once and cached. Repacking
+// releases the mapping's pages as it goes (read again from the page cache only if something
+// else touches them), so the weights are not held twice. Any other weights (heap, including a
+// model's weight arena) come back unchanged.
+WeightRows q6_k_repacked_rows(const Tensor& w, const WeightRows& wr, std::shared_ptr<const PackedWeights>& hold);
 
 }  // namespace xdna::host

@@ -2,11 +2,16 @@
 // as much as the arithmetic. Read-only (mapped) weights cannot change, so their packed panels are
 // kept, keyed by where the weights live and what they are. Writable (heap) tensors are never
 // cached: they may be rewritten in place, and activations are heap tensors.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <tuple>
 
+#include "core/cpu.h"
+#include "core/parallel.h"
 #include "host/gemm.h"
 
 namespace xdna::host {
@@ -157,6 +162,63 @@ std::shared_ptr<void> pin_packed_weights(const Tensor& w, const WeightRows& wr) 
     }
   }
   return std::make_shared<Pin>(key);
+}
+
+namespace {
+
+// Drops the process's pages of [p, p + bytes) of a read-only file mapping (whole pages inside
+// the range only): they are clean, so a later read just maps them again from the page cache.
+void release_mapped(const uint8_t* p, int64_t bytes) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes)) / page * page;
+  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);  // advice: failure is harmless
+}
+
+std::shared_ptr<const PackedWeights> repack_q6_k(const WeightRows& wr) {
+  auto p = std::make_shared<PackedWeights>();
+  const int64_t blocks = wr.cols / 256, row_bytes = blocks * 210;
+  p->rows = wr.rows;
+  p->cols = wr.cols;
+  p->storage = std::make_unique<HeapBuffer>(static_cast<size_t>(wr.rows * row_bytes));
+  uint8_t* dst = reinterpret_cast<uint8_t*>(p->storage->data());
+  parallel_for(wr.rows, 256, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) repack_q6_k_blocks(wr.row(n), dst + n * row_bytes, blocks);
+    release_mapped(wr.row(n0), (n1 - n0) * wr.row_bytes);
+  });
+  return p;
+}
+
+}  // namespace
+
+WeightRows q6_k_repacked_rows(const Tensor& w, const WeightRows& wr, std::shared_ptr<const PackedWeights>& hold) {
+  if (wr.dtype != DType::Q6_K || wr.q6_k_repacked || !has_avx512_vnni() || !active_kernels().rows_q6_k) return wr;
+  // Only where the original's pages can be given back (a file mapping): weights in heap memory
+  // (a model's weight arena) would be held twice, and their other readers (an embedding lookup
+  // of a tied matrix, the prefill GEMM) need the GGML layout.
+  if (!dynamic_cast<const MappedFile*>(w.buffer().get())) return wr;
+  Key key;
+  if (!cache_key(w, wr, key)) return wr;
+  key.nr = -2;  // not a panel width: the repacked rows
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.entries.find(key);
+    if (it != c.entries.end()) hold = it->second.packed;
+  }
+  if (!hold) {
+    // Outside the lock (threaded); the first to insert wins. Not counted against the cache's
+    // bound: the copy replaces the mapping's resident pages rather than adding to them.
+    auto packed = repack_q6_k(wr);
+    const auto& sc = w.scales();
+    std::lock_guard<std::mutex> lock(c.mu);
+    hold = c.entries.try_emplace(key, Entry{w.buffer(), sc ? sc->buffer() : nullptr, packed}).first->second.packed;
+  }
+  WeightRows r = wr;
+  r.data = reinterpret_cast<const uint8_t*>(hold->storage->data());
+  r.row_bytes = wr.cols / 256 * 210;
+  r.q6_k_repacked = true;
+  return r;
 }
 
 void clear_packed_weight_cache() {

@@ -141,7 +141,9 @@ RowsKernel rows_kernel(const IsaKernels& kern, const WeightRows& w) {
     case DType::I4: return has_avx512_vnni() && K % 128 == 0 && w.group % 128 == 0 ? kern.rows_i4 : nullptr;
     case DType::BFP16: return has_avx512_vnni() && K % 64 == 0 ? kern.rows_bfp16 : nullptr;
     case DType::Q4_0: return has_avx512_vnni() ? kern.rows_q4_0 : nullptr;
-    case DType::Q6_K: return has_avx512_vnni() ? kern.rows_q6_k : nullptr;
+    case DType::Q6_K:
+      if (w.q6_k_repacked) return rows_q6_k_repacked_avx512;  // only made where it runs
+      return has_avx512_vnni() ? kern.rows_q6_k : nullptr;
     case DType::Q8_0: return has_avx512_vnni() ? kern.rows_q8_0 : nullptr;
     default: return nullptr;
   }
@@ -288,7 +290,8 @@ void matmul(const Tensor& x_in, const Tensor& w, const Tensor* bias, Tensor& y) 
   const Tensor b = bias ? bias->contiguous() : Tensor();
   const float* bp = bias ? b.data<float>() : nullptr;
   if (M <= kGemvMaxRows) {
-    gemv(xp, M, wr, bp, yp);
+    std::shared_ptr<const PackedWeights> repacked;  // Q6_K: the GEMV's own layout, made once
+    gemv(xp, M, q6_k_repacked_rows(w, wr, repacked), bp, yp);
     return;
   }
   if (use_ggml_vnni_gemm(wr)) {
