@@ -9,7 +9,7 @@
 //
 //   bench_vision --model=DIR --pixels=in.f32 --size=224 [--logits=out.f32] [--iters=5]
 //                [--warmup=1] [--threads=2]
-//   bench_vision --layers=resnet50 [--iters=5] [--threads=2] [--cold]
+//   bench_vision --layers=resnet50 [--iters=5] [--threads=2] [--cold] [--only=7x7]
 //
 // --layers times host::conv2d_into alone on each distinct convolution of ResNet-50 (v1.5, 224x224;
 // random weights, bias + ReLU epilogue, constant weights) and prints per shape the median ms per
@@ -92,7 +92,11 @@ int run_layers(int argc, char** argv) {
   };
   std::vector<Row> rows;
   double total = 0, total_min = 0, total_cpu = 0;
+  const std::string only = arg(argc, argv, "only", "");  // e.g. "7x7": the layers whose name contains it
   for (const LayerShape& l : kResNet50Layers) {
+    const std::string name = std::to_string(l.k) + "x" + std::to_string(l.k) + " s" + std::to_string(l.stride) + " " +
+                             std::to_string(l.cin) + "->" + std::to_string(l.cout) + " @" + std::to_string(l.hw);
+    if (name.find(only) == std::string::npos) continue;
     xdna::Tensor x = xdna::Tensor::empty({l.cin, l.hw, l.hw}), w = xdna::Tensor::empty({l.cout, l.cin, l.k, l.k});
     xdna::Tensor b = xdna::Tensor::empty({l.cout}), y;
     for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = pattern(i, 1.0f);
@@ -118,9 +122,7 @@ int run_layers(int argc, char** argv) {
     std::sort(cpu.begin(), cpu.end());
     const double ms = t[t.size() / 2] * 1e3, min_ms = t.front() * 1e3, cpu_ms = cpu[cpu.size() / 2] * 1e3;
     const double gflop = 2.0 * double(y.numel()) * double(l.cin * l.k * l.k) * 1e-9;
-    rows.push_back({std::to_string(l.k) + "x" + std::to_string(l.k) + " s" + std::to_string(l.stride) + " " +
-                        std::to_string(l.cin) + "->" + std::to_string(l.cout) + " @" + std::to_string(l.hw),
-                    l.count, ms, min_ms, cpu_ms, gflop});
+    rows.push_back({name, l.count, ms, min_ms, cpu_ms, gflop});
     total += ms * double(l.count);
     total_min += min_ms * double(l.count);
     total_cpu += cpu_ms * double(l.count);

@@ -220,20 +220,32 @@ static void conv2d_depthwise(const Tensor& x, const Tensor& w, const ConvParams&
   });
 }
 
-// The direct AVX-512 kernel (conv_direct_avx512.cpp) where it wins: stride 1, no dilation, one
-// group and rows of at least 64 outputs (super-resolution's full-size feature maps), where a
-// 48-wide register tile is mostly full. Narrower rows (ResNet's 56 and below) stay on the GEMM.
-static bool use_direct(const ConvParams& p, int64_t Kw, int64_t Wo) {
-  return active_isa() == Isa::Avx512 && p.groups == 1 && p.stride[0] == 1 && p.stride[1] == 1 &&
+// The direct AVX-512 kernel (conv_direct_avx512.cpp) where it wins: no dilation, one group and
+// rows of at least 64 outputs (super-resolution's full-size feature maps), where a 48-wide
+// register tile is mostly full; stride 1, or stride 2 for kernels wider than 1x1 (the 7x7 stem of
+// ResNet, the 3x3 one of EfficientNet: their 3 input channels made the patch packing most of the
+// GEMM path's time). Narrower rows (ResNet's 56 and below) stay on the GEMM.
+static bool use_direct(const ConvParams& p, int64_t Kh, int64_t Kw, int64_t Wo) {
+  const int64_t s = p.stride[0];
+  return active_isa() == Isa::Avx512 && p.groups == 1 && p.stride[1] == s && (s == 1 || (s == 2 && Kh * Kw > 1)) &&
          p.dilation[0] == 1 && p.dilation[1] == 1 && Kw <= 16 && Wo >= 64;
 }
 
 static void conv2d_direct(const Tensor& x, const Tensor& w, const ConvParams& p, int64_t Ho, int64_t Wo,
                           const EpilogueRows& ep, bool constant_weights, int64_t shuffle, Tensor& y) {
   const auto packed = conv_weights(w, 1, kDirectConvMR, constant_weights);
-  const DirectConv c{x.data<float>(), packed->panel(0, 0), y.data<float>(), x.dim(0), x.dim(1), x.dim(2),
-                     w.dim(0), w.dim(2), w.dim(3), p.padding[0], p.padding[1], Ho, Wo, ep,
-                     kConvKC, shuffle == 2 ? 2 : 0};
+  const int64_t C = x.dim(0), H = x.dim(1), W = x.dim(2), stride = p.stride[0];
+  const float* in = x.data<float>();
+  DirectConv::Halves half;
+  if (stride == 2) {  // the input's columns split by parity (DirectConv::stride), in a buffer kept per thread
+    half = stride_two_halves(W, w.dim(3), p.padding[1], Wo);
+    thread_local std::unique_ptr<HeapBuffer> split;
+    float* dst = grown_scratch(split, static_cast<size_t>(C * H * 2 * half.len) * sizeof(float));
+    parallel_for(C * H, 32, [&](int64_t r0, int64_t r1) { split_columns_by_parity(in, W, half, r0, r1, dst); });
+    in = dst;
+  }
+  const DirectConv c{in, packed->panel(0, 0), y.data<float>(), C, H, W, w.dim(0), w.dim(2), w.dim(3),
+                     p.padding[0], p.padding[1], Ho, Wo, ep, kConvKC, shuffle == 2 ? 2 : 0, stride, half};
   // Threads take output rows (all channel blocks of one row: its input rows stay in L2) from a
   // shared counter instead of fixed halves: on a loaded machine a descheduled thread's rows are
   // taken by the others instead of being waited for.
@@ -292,7 +304,7 @@ void conv2d_into(const Tensor& x_in, const Tensor& w, const Tensor* bias, const 
                       " output channels into r^2 groups");
   const Shape out_shape{Cout / (r_sh * r_sh), Ho * r_sh, Wo * r_sh};
   const int wino = winograd_tile(p, Cin, Cout, Kh, Kw, Ho, Wo);  // conv_winograd.cpp's selection rule
-  const bool direct = use_direct(p, Kw, Wo) && G == 1;
+  const bool direct = use_direct(p, Kh, Kw, Wo) && G == 1;
   const bool fused = r_sh == 1 || wino || (r_sh == 2 && direct);  // else: conv, then a separate shuffle
   const bool reuse = fused && y.defined() && y.dtype() == DType::F32 && y.is_contiguous() &&
                      y.numel() == Cout * Ho * Wo && y.buffer() != x.buffer() &&

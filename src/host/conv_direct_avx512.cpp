@@ -4,7 +4,9 @@
 // offset straight from x (masked where the row's ends need the zero padding) and broadcasting
 // one packed weight per channel. The FMA count equals the GEMM's but nothing is copied first.
 // One thread, EDSR's 64 -> 64 3x3 at 256x256: ~109 GFLOP/s of CPU time against 116 for a bare
-// FMA loop on this machine (the GEMM path, patches packed first: ~80).
+// FMA loop on this machine (the GEMM path, patches packed first: ~80). At stride 2 (ResNet's 7x7
+// stem) the input's columns are first split by parity, so that a tap's 16 inputs for 16
+// consecutive outputs are again one load (from the even or the odd half of the row).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -83,8 +85,15 @@ template <int NV>
   }
 }
 
+// Where tap column j reads for output column 0 at stride 2 (x split by column parity): input
+// column 2 ow + j - pad_w is column ow + (j - pad_w - parity) / 2 of the half of that parity.
+inline int64_t stride_two_tap(const DirectConv& c, int64_t j) {
+  const int64_t jj = j - c.pad_w, parity = jj & 1;
+  return parity * c.half.len + c.half.lead + (jj - parity) / 2;
+}
+
 // Output row oh, channels o0 .. o0 + mr, positions ow0 .. ow0 + 16 NV (only those < Wo stored).
-template <int NV, bool kMasked, int KW>
+template <int NV, bool kMasked, int KW, int S>
 void tile(const DirectConv& c, const float* wb, int64_t oh, int64_t o0, int64_t mr, int64_t ow0) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 8
@@ -92,7 +101,10 @@ void tile(const DirectConv& c, const float* wb, int64_t oh, int64_t o0, int64_t 
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
   __mmask16 mask[16][NV];  // per tap column j (Kw <= 16) and vector
-  if constexpr (kMasked)
+  int64_t at[16];          // stride 2: tap column j's first input, from the row's start
+  if constexpr (S == 2)  // never masked: the halves' zeros are the padding
+    for (int64_t j = 0; j < c.Kw; ++j) at[j] = ow0 + stride_two_tap(c, j);
+  else if constexpr (kMasked)
     for (int64_t j = 0; j < c.Kw; ++j)
       for (int v = 0; v < NV; ++v) mask[j][v] = column_mask(ow0 - c.pad_w + j + 16 * v, c.W);
   // Sums in K slices of c.kc (k = (ci Kh + i) Kw + j), each from zero and then added to the
@@ -111,18 +123,24 @@ void tile(const DirectConv& c, const float* wb, int64_t oh, int64_t o0, int64_t 
       }
     first = false;
   };
-  const int64_t i0 = std::max<int64_t>(0, c.pad_h - oh), i1 = std::min<int64_t>(c.Kh, c.H + c.pad_h - oh);
-  const int64_t taps = c.Kh * c.Kw;
+  const int64_t ih0 = S * oh - c.pad_h;  // input row of tap row 0
+  const int64_t i0 = std::max<int64_t>(0, -ih0), i1 = std::min<int64_t>(c.Kh, c.H - ih0);
+  const int64_t taps = c.Kh * c.Kw, row_len = S == 2 ? 2 * c.half.len : c.W;
   for (int64_t ci = 0; ci < c.cin; ++ci) {
-    const float* plane = c.x + ci * c.H * c.W + ow0 - c.pad_w;
+    const float* plane = c.x + ci * c.H * row_len + (S == 2 ? 0 : ow0 - c.pad_w);
     const float* wc = wb + ci * taps * MR;
     for (int64_t i = i0; i < i1; ++i) {
-      const float* row = plane + (oh - c.pad_h + i) * c.W;
+      const float* row = plane + (ih0 + i) * row_len;
       // The next channel's row, one plane (256 KiB for EDSR) further: the hardware prefetcher
       // does not follow that stride, and fetching it during this channel's FMAs gained ~5%.
-      if (ci + 1 < c.cin)
+      if (ci + 1 < c.cin) {
+        const float* next_row = row + c.H * row_len + (S == 2 ? at[0] : 0);
         for (int64_t l = 0; l < 16 * NV + c.Kw + 15; l += 16)
-          _mm_prefetch(reinterpret_cast<const char*>(row + c.H * c.W + l), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(next_row + l), _MM_HINT_T0);
+        if constexpr (S == 2)  // the other parity's half
+          for (int64_t l = 0; l < 16 * NV + 15; l += 16)
+            _mm_prefetch(reinterpret_cast<const char*>(row + c.H * row_len + at[c.Kw > 1] + l), _MM_HINT_T0);
+      }
       const float* wi = wc + i * c.Kw * MR;
       const int64_t kw = KW ? KW : c.Kw;  // 3x3 (EDSR) unrolled
       const int64_t k0 = (ci * c.Kh + i) * c.Kw;
@@ -133,9 +151,10 @@ void tile(const DirectConv& c, const float* wb, int64_t oh, int64_t o0, int64_t 
           next = ((k0 + j) / c.kc + 1) * c.kc;
         }
         __m512 xv[NV];
+        const float* in = row + (S == 2 ? at[j] : j);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v)
-          xv[v] = kMasked ? _mm512_maskz_loadu_ps(mask[j][v], row + j + 16 * v) : _mm512_loadu_ps(row + j + 16 * v);
+          xv[v] = kMasked ? _mm512_maskz_loadu_ps(mask[j][v], in + 16 * v) : _mm512_loadu_ps(in + 16 * v);
         const float* wk = wi + j * MR;
 #pragma GCC unroll 8
         for (int r = 0; r < MR; ++r) {
@@ -153,17 +172,38 @@ void tile(const DirectConv& c, const float* wb, int64_t oh, int64_t o0, int64_t 
 template <int NV>
 void tile_any(const DirectConv& c, const float* wb, int64_t oh, int64_t o0, int64_t mr, int64_t ow0) {
   // Unmasked when every tap's columns lie inside the row (all but the first and last tiles).
+  if (c.stride == 2) {
+    if (c.Kw == 7) tile<NV, false, 7, 2>(c, wb, oh, o0, mr, ow0);  // ResNet's stem
+    else tile<NV, false, 0, 2>(c, wb, oh, o0, mr, ow0);
+    return;
+  }
   const bool inside = ow0 - c.pad_w >= 0 && ow0 - c.pad_w + c.Kw - 1 + 16 * NV <= c.W;
   if (c.Kw == 3) {
-    if (inside) tile<NV, false, 3>(c, wb, oh, o0, mr, ow0);
-    else tile<NV, true, 3>(c, wb, oh, o0, mr, ow0);
+    if (inside) tile<NV, false, 3, 1>(c, wb, oh, o0, mr, ow0);
+    else tile<NV, true, 3, 1>(c, wb, oh, o0, mr, ow0);
   } else {
-    if (inside) tile<NV, false, 0>(c, wb, oh, o0, mr, ow0);
-    else tile<NV, true, 0>(c, wb, oh, o0, mr, ow0);
+    if (inside) tile<NV, false, 0, 1>(c, wb, oh, o0, mr, ow0);
+    else tile<NV, true, 0, 1>(c, wb, oh, o0, mr, ow0);
   }
 }
 
 }  // namespace
+
+void split_columns_by_parity(const float* x, int64_t W, DirectConv::Halves half, int64_t r0, int64_t r1, float* dst) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* __restrict in = x + r * W;
+    float* __restrict even = dst + r * 2 * half.len;
+    float* __restrict odd = even + half.len;
+    std::fill(even, even + 2 * half.len, 0.0f);
+    even += half.lead;
+    odd += half.lead;
+    for (int64_t j = 0; j < W / 2; ++j) {
+      even[j] = in[2 * j];
+      odd[j] = in[2 * j + 1];
+    }
+    if (W % 2) even[W / 2] = in[W - 1];
+  }
+}
 
 void conv2d_direct_avx512(const DirectConv& c, int64_t it0, int64_t it1) {
   const int64_t blocks = (c.cout + MR - 1) / MR, kdim = c.cin * c.Kh * c.Kw;

@@ -2,6 +2,7 @@
 // packing and the epilogue are compiled once per instruction set (conv_kernels_impl.h), so that
 // their copies and clamps use the ISA's full vector width. Not part of the public API.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 namespace xdna::host {
@@ -51,20 +52,37 @@ const ConvKernels& conv_kernels_avx512();
 
 namespace xdna::host {
 
-// A direct convolution (stride 1, dilation 1, one group) that reads the input rows in place:
+// A direct convolution (stride 1 or 2, dilation 1, one group) that reads the input rows in place:
 // each output row is computed as 8 output channels x up to 48 positions held in AVX-512
 // registers across all Cin Kh Kw taps, the epilogue run while the tile is in L1. No patch
 // copy (im2col copied every input value Kh Kw times) and 8-channel tiles that divide 64.
 // Bit-identical to the GEMM path (same K slices, the epilogue's operations in the same order).
 struct DirectConv {
-  const float* x;   // [cin, H, W]
+  const float* x;   // stride 1: [cin, H, W]; stride 2: the columns split by parity, see stride
   const float* w;   // packed: block b of 8 output channels at b kdim 8, w[k 8 + r] (kdim = cin Kh Kw)
   float* y;         // [cout, Ho, Wo]
   int64_t cin, H, W, cout, Kh, Kw, pad_h, pad_w, Ho, Wo;
   EpilogueRows ep;  // ep.P = Ho Wo
   int64_t kc;       // the GEMM path's K slice (conv.cpp kConvKC): sums are split the same way
   int64_t shuffle;  // 2: y is pixel_shuffle(conv, 2), [cout / 4, 2 Ho, 2 Wo] (cout % 4 == 0); else 0
+  // 1, or 2 in both directions: then x is [cin, H, 2, half.len] (split_columns_by_parity): row h
+  // of channel c holds the even columns of the input row, then its odd ones, each half between
+  // zeros, so that a tap reads 16 consecutive outputs' inputs with one unmasked load.
+  int64_t stride = 1;
+  struct Halves {
+    int64_t lead = 0, len = 0;  // zeros before column 0 of a half; floats per half
+  } half;
 };
+// The stride-2 layout's halves for rows of W inputs, Kw taps, padding pad_w and Wo outputs: every
+// load of a row tile (16 ceil(Wo / 16) outputs, tap columns 2 ow - pad_w .. 2 ow - pad_w + Kw - 1)
+// lies inside its half.
+inline DirectConv::Halves stride_two_halves(int64_t W, int64_t Kw, int64_t pad_w, int64_t Wo) {
+  const int64_t lead = (pad_w + 1) / 2, last_tap = (Kw - 1 - pad_w) >> 1;  // floor, for a negative one too
+  const int64_t need = std::max((W + 1) / 2, (Wo + 15) / 16 * 16 + std::max<int64_t>(last_tap, 0));
+  return {lead, (lead + need + 15) / 16 * 16};
+}
+// dst = rows r0 .. r1 of x [cin H, W] in DirectConv's stride-2 layout, zeros included.
+void split_columns_by_parity(const float* x, int64_t W, DirectConv::Halves half, int64_t r0, int64_t r1, float* dst);
 constexpr int64_t kDirectConvMR = 8;
 // Work items it = oh * blocks + b for it in [it0, it1), blocks = ceil(cout / 8).
 void conv2d_direct_avx512(const DirectConv& c, int64_t it0, int64_t it1);

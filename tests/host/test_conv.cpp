@@ -26,6 +26,7 @@ Tensor direct_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv
   const int64_t Ho = (H + 2 * p.padding[0] - p.dilation[0] * (Kh - 1) - 1) / p.stride[0] + 1;
   const int64_t Wo = (W + 2 * p.padding[1] - p.dilation[1] * (Kw - 1) - 1) / p.stride[1] + 1;
   Tensor y = Tensor::empty({Cout, Ho, Wo});
+  const float *px = x.data<float>(), *pw = w.data<float>();  // not per tap: unoptimised builds call data()
   for (int64_t o = 0; o < Cout; ++o)
     for (int64_t oh = 0; oh < Ho; ++oh)
       for (int64_t ow = 0; ow < Wo; ++ow) {
@@ -37,8 +38,7 @@ Tensor direct_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv
               const int64_t ih = oh * p.stride[0] - p.padding[0] + i * p.dilation[0];
               const int64_t iw = ow * p.stride[1] - p.padding[1] + j * p.dilation[1];
               if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-              acc += double(x.data<float>()[((g * cin_g + c) * H + ih) * W + iw]) *
-                     w.data<float>()[((o * cin_g + c) * Kh + i) * Kw + j];
+              acc += double(px[((g * cin_g + c) * H + ih) * W + iw]) * pw[((o * cin_g + c) * Kh + i) * Kw + j];
             }
         y.data<float>()[(o * Ho + oh) * Wo + ow] = float(acc);
       }
@@ -81,7 +81,7 @@ const Case kCases[] = {
     {32, 32, 1, 200, 1, 3, 1, 0, 1, 1},   // conv1d shape
 };
 
-// Rows of >= 64 outputs at stride 1: the direct AVX-512 kernel's shapes (conv.cpp use_direct).
+// Rows of >= 64 outputs: the direct AVX-512 kernel's shapes (conv.cpp use_direct).
 // Register tiles of 3, 2 and 1 vectors, ragged last vectors, partial 8-channel blocks, taps that
 // reach past both ends of a row, and kernels other than 3x3.
 const Case kDirectCases[] = {
@@ -91,6 +91,13 @@ const Case kDirectCases[] = {
     {6, 3, 3, 81, 3, 3, 1, 0, 1, 1},     // no padding, 3 output channels
     {7, 16, 9, 130, 1, 3, 1, 1, 1, 1},   // 1x3 with padding on every row, 9 vectors
     {64, 64, 3, 96, 3, 3, 1, 1, 1, 1},   // EDSR's body conv, two full tiles per row
+    // Stride 2 (the input's columns split by parity): ResNet's 7x7 stem, odd widths, no padding,
+    // a 1-wide kernel (one parity only).
+    {3, 16, 9, 150, 7, 7, 2, 3, 1, 1},   // the stem's kernel: 75 outputs per row, 5 vectors
+    {4, 9, 6, 131, 3, 3, 2, 1, 1, 1},    // EfficientNet's 3x3 stem, odd W, channels 8 + 1
+    {2, 8, 7, 141, 5, 5, 2, 2, 1, 1},    // 5x5, odd W
+    {3, 8, 8, 135, 3, 3, 2, 0, 1, 1},    // no padding
+    {3, 8, 9, 140, 3, 1, 2, 1, 1, 1},    // 3x1: one parity, rows padded
 };
 
 }  // namespace
@@ -264,6 +271,48 @@ TEST(Conv, MatchesDirectLoopOnWideRows) {
   force_isa(Isa::Avx2);  // the same shapes on the GEMM path
   for (const Case& c : kDirectCases) expect_matches(c, seed += 10);
   force_isa(before);
+}
+
+// The direct kernel at stride 2 (rows of >= 64 outputs) against the GEMM path (a narrower crop of
+// the same input, < 64 outputs): the output columns whose windows lie inside the crop are
+// bit-identical, on 1 and 2 threads, with bias and ReLU.
+TEST(Conv, StrideTwoDirectIsBitIdenticalToTheGemmPath) {
+  struct Crop { int64_t cin, cout, h, w, k, crop; };
+  const Crop cases[] = {{3, 64, 13, 230, 7, 120},    // ResNet's stem: 115 outputs per row vs 60
+                        {5, 12, 9, 141, 3, 100}};    // a 3x3 stem, odd width
+  const int threads_before = num_threads();
+  uint32_t seed = 7100;
+  for (const Crop& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "k " << c.k << " w " << c.w);
+    const Tensor x = test::uniform_tensor({c.cin, c.h, c.w}, seed += 10);
+    Tensor xc = Tensor::empty({c.cin, c.h, c.crop});
+    for (int64_t r = 0; r < c.cin * c.h; ++r)
+      std::copy_n(x.data<float>() + r * c.w, c.crop, xc.data<float>() + r * c.crop);
+    const Tensor w = test::uniform_tensor({c.cout, c.cin, c.k, c.k}, seed + 1), b = test::uniform_tensor({c.cout}, seed + 2);
+    ConvParams p;
+    p.stride[0] = p.stride[1] = 2;
+    p.padding[0] = p.padding[1] = c.k / 2;
+    ConvEpilogue e;
+    e.lo = 0.0f;
+    for (const int threads : {1, 2}) {
+      set_num_threads(threads);
+      Tensor y, yc;
+      conv2d_into(x, w, &b, p, y, e);
+      conv2d_into(xc, w, &b, p, yc, e);
+      const int64_t Ho = y.dim(1), Wo = y.dim(2), Wc = yc.dim(2);
+      ASSERT_GE(Wo, 64);
+      ASSERT_LT(Wc, 64);
+      const int64_t same = (c.crop - 1 - (c.k - 1 - c.k / 2)) / 2 + 1;  // columns 2 ow - k/2 + k - 1 < crop
+      int64_t compared = 0;
+      for (int64_t o = 0; o < c.cout; ++o)
+        for (int64_t oh = 0; oh < Ho; ++oh)
+          for (int64_t ow = 0; ow < same; ++ow, ++compared)
+            ASSERT_EQ(y.data<float>()[(o * Ho + oh) * Wo + ow], yc.data<float>()[(o * Ho + oh) * Wc + ow])
+                << "threads " << threads << " channel " << o << " row " << oh << " column " << ow;
+      EXPECT_GT(compared, c.cout * Ho * 40);
+    }
+  }
+  set_num_threads(threads_before);
 }
 
 // pixel_shuffle fused into the conv's store (the direct kernel writes r = 2 in place; other r
