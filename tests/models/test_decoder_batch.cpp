@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/decoder.h"
+#include "decoder_test_util.h"
 #include "models/decoder_spec.h"
 #include "weights/gguf.h"
 #include "weights/source.h"
@@ -21,18 +22,6 @@
 using namespace xdna;
 
 namespace {
-
-const std::string kDir = std::string(XDNA_FIXTURE_DIR) + "/decoders/";
-
-std::unique_ptr<Decoder> load_decoder(const std::string& name, const std::string& file) {
-  if (file.ends_with(".gguf")) {
-    auto g = std::make_shared<GgufFile>(kDir + name + "/" + file);
-    return std::make_unique<Decoder>(decoder_spec_from_gguf(*g), g);
-  }
-  std::ifstream f(kDir + name + "/config.json");
-  const auto config = nlohmann::json::parse(f);
-  return std::make_unique<Decoder>(decoder_spec_from_config(config), open_weights(kDir + name + "/" + file));
-}
 
 int32_t argmax(const float* row, int64_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
 
@@ -74,7 +63,7 @@ class DecoderBatch : public ::testing::TestWithParam<Case> {};
 // it has joined (sequence i joins at step i) and has steps left (lengths differ), so the batch
 // grows, shrinks and mixes positions; every row must equal that sequence's alone logits exactly.
 TEST_P(DecoderBatch, RowsAreBitIdenticalToOneAtATime) {
-  const auto d = load_decoder(GetParam().model, GetParam().file);
+  const auto d = mtest::load_fixture_decoder(GetParam().model, GetParam().file);
   // With the f32 cache (the default) and with a half-precision one (--kv-type f16).
   for (DType kv : {DType::F32, DType::F16}) {
     SCOPED_TRACE(std::string("kv cache ") + std::string(dtype_name(kv)));
@@ -144,7 +133,7 @@ INSTANTIATE_TEST_SUITE_P(Families, DecoderBatch,
                          });
 
 TEST(DecoderBatchErrors, BadInputThrowsAndNoStateAdvances) {
-  const auto d = load_decoder("llama", "model.safetensors");
+  const auto d = mtest::load_fixture_decoder("llama", "model.safetensors");
   DecoderState a = d->new_state(8), b = d->new_state(8);
   d->forward({1, 2, 3}, a);
   d->forward({4, 5, 6, 7, 8, 9, 10, 11}, b);  // b is full
@@ -171,7 +160,7 @@ TEST(DecoderBatchErrors, BadInputThrowsAndNoStateAdvances) {
   EXPECT_EQ(a.cache.length(0), 3);
   EXPECT_EQ(c.position, 1);
   // A state of another model's shape.
-  const auto g = load_decoder("gemma3", "model.safetensors");
+  const auto g = mtest::load_fixture_decoder("gemma3", "model.safetensors");
   DecoderState other = g->new_state(8);
   EXPECT_NE(message({1, 1}, {&a, &other}).find("sequence 1: the state's KV cache was not made for this model"),
             std::string::npos);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/decoder.h"
+#include "decoder_test_util.h"
 #include "models/decoder_spec.h"
 #include "weights/gguf.h"
 #include "weights/source.h"
@@ -20,18 +21,6 @@
 using namespace xdna;
 
 namespace {
-
-const std::string kDir = std::string(XDNA_FIXTURE_DIR) + "/decoders/";
-
-std::unique_ptr<Decoder> load_decoder(const std::string& name, const std::string& file) {
-  if (file.ends_with(".gguf")) {
-    auto g = std::make_shared<GgufFile>(kDir + name + "/" + file);
-    return std::make_unique<Decoder>(decoder_spec_from_gguf(*g), g);
-  }
-  std::ifstream f(kDir + name + "/config.json");
-  const auto config = nlohmann::json::parse(f);
-  return std::make_unique<Decoder>(decoder_spec_from_config(config), open_weights(kDir + name + "/" + file));
-}
 
 int32_t last_argmax(const Tensor& logits) {
   const int64_t V = logits.dim(1);
@@ -50,7 +39,7 @@ struct Case {
 class DecoderGraphReuse : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DecoderGraphReuse, KeptGraphMatchesAFreshBuild) {
-  const auto d = load_decoder(GetParam().model, GetParam().file);
+  const auto d = mtest::load_fixture_decoder(GetParam().model, GetParam().file);
   const int64_t V = d->spec().vocab_size;
   for (DType kv : {DType::F32, DType::F16}) {
     SCOPED_TRACE(std::string("kv cache ") + std::string(dtype_name(kv)));
@@ -87,7 +76,7 @@ TEST_P(DecoderGraphReuse, KeptGraphMatchesAFreshBuild) {
     EXPECT_TRUE(same_bits(a.logits, b.logits));
     EXPECT_NE(moved.decode_graph.get(), graph);
     // Another decoder (its own weights) builds its own graph for the state.
-    const auto other = load_decoder(GetParam().model, GetParam().file);
+    const auto other = mtest::load_fixture_decoder(GetParam().model, GetParam().file);
     other->set_kv_dtype(kv);
     const DecodeGraph* before = moved.decode_graph.get();
     other->forward({token}, moved);

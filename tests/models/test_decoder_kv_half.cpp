@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/decoder.h"
+#include "decoder_test_util.h"
 #include "models/decoder_spec.h"
 #include "weights/gguf.h"
 #include "weights/source.h"
@@ -19,18 +20,6 @@
 using namespace xdna;
 
 namespace {
-
-const std::string kDir = std::string(XDNA_FIXTURE_DIR) + "/decoders/";
-
-std::unique_ptr<Decoder> load_decoder(const std::string& name, const std::string& file) {
-  if (file.ends_with(".gguf")) {
-    auto g = std::make_shared<GgufFile>(kDir + name + "/" + file);
-    return std::make_unique<Decoder>(decoder_spec_from_gguf(*g), g);
-  }
-  std::ifstream f(kDir + name + "/config.json");
-  return std::make_unique<Decoder>(decoder_spec_from_config(nlohmann::json::parse(f)),
-                                   open_weights(kDir + name + "/" + file));
-}
 
 struct Trace {
   std::vector<int32_t> tokens;
@@ -67,7 +56,7 @@ class DecoderKvHalf : public ::testing::TestWithParam<Case> {};
 // f16 keeps 11 significant bits (relative rounding 2^-11 = 4.9e-4), bf16 8 bits (2^-8 = 3.9e-3);
 // worst measured on these fixtures: 5.5e-4 (f16) / 7.6e-3 (bf16), so the bounds leave 3.6x / 2.6x.
 TEST_P(DecoderKvHalf, LogitsWithinToleranceAndGreedyTokensUnchanged) {
-  const auto d = load_decoder(GetParam().model, GetParam().file);
+  const auto d = mtest::load_fixture_decoder(GetParam().model, GetParam().file);
   ASSERT_EQ(d->kv_dtype(), DType::F32);
   const Trace ref = trace(*d, 12);
   float scale = 0;
@@ -101,7 +90,7 @@ INSTANTIATE_TEST_SUITE_P(Families, DecoderKvHalf,
                          });
 
 TEST(DecoderKvHalfBudget, CacheBytesAndBudgetUseTheElementSize) {
-  const auto d = load_decoder("qwen3", "model.gguf");
+  const auto d = mtest::load_fixture_decoder("qwen3", "model.gguf");
   const uint64_t f32 = d->kv_cache_bytes(10);
   d->set_kv_dtype(DType::F16);
   EXPECT_EQ(d->kv_cache_bytes(10) * 2, f32);
