@@ -17,18 +17,14 @@
 #include "core/numeric.h"
 #include "host/gemm.h"
 #include "host/matmul.h"
+#include "ggml_test_reference.h"
 
 using namespace xdna;
 using namespace xdna::host;
 
 namespace {
 
-// GGML Q6_K value v (0-63) of a super-block: ql[128], qh[64], int8 scales[16], f16 d.
-int ggml_value(const uint8_t* p, int v) {
-  const int h = v / 128, j = v % 128, l = j % 32, part = j / 32;
-  const uint8_t ql = p[64 * h + l + (part & 1) * 32], qh = p[128 + 32 * h + l];
-  return (part < 2 ? ql & 15 : ql >> 4) | (((qh >> (2 * part)) & 3) << 4);
-}
+using namespace ggml_ref;
 
 // The repacked super-block read as the layout comment in gemm_q6k_avx512.cpp states it: byte p
 // of group g holds value 16·s + 4g + p % 4, s = 4·(j % 4) + j / 4 with j = p / 4.
@@ -43,66 +39,6 @@ void repacked_values(const uint8_t* p, int* v, int* scale) {
       v[16 * s + 4 * g + b % 4] = low | ((h >> shift[g]) & 3) << 4;
     }
   for (int j = 0; j < 16; ++j) scale[4 * (j % 4) + j / 4] = static_cast<int8_t>(p[192 + j]);
-}
-
-struct Quantized {  // x as the GEMV prepares it for the GGML kernels
-  std::vector<int8_t> q;
-  std::vector<float> scale4, xsum16;
-};
-
-Quantized quantize(const std::vector<float>& x) {
-  const int64_t K = static_cast<int64_t>(x.size());
-  Quantized r{std::vector<int8_t>(K), std::vector<float>(K / 4), std::vector<float>(K / 16)};
-  for (int64_t b = 0; b < K; b += 32) {
-    float amax = 0;
-    for (int64_t k = b; k < b + 32; ++k) amax = std::max(amax, std::fabs(x[k]));
-    const float inv = amax > 0 ? 127 / amax : 0;
-    for (int64_t k = b; k < b + 32; ++k) r.q[k] = static_cast<int8_t>(std::nearbyint(x[k] * inv));
-    for (int64_t j = b / 4; j < b / 4 + 8; ++j) r.scale4[j] = amax / 127;
-  }
-  for (int64_t j = 0; j < K / 16; ++j) {
-    int sum = 0;
-    for (int64_t k = 16 * j; k < 16 * j + 16; ++k) sum += r.q[k];
-    r.xsum16[j] = r.scale4[j * 4] * static_cast<float>(sum);
-  }
-  return r;
-}
-
-XRow ggml_x(const std::vector<float>& x, const Quantized& q) {
-  XRow r{x.data(), nullptr, nullptr, static_cast<int64_t>(x.size())};
-  r.q_s8 = q.q.data();
-  r.q_scale4 = q.scale4.data();
-  r.q_xsum16 = q.xsum16.data();
-  return r;
-}
-
-// Σ w·x̂ of a GGML Q6_K row in double; *mag gets Σ |d·scale|·s_x·64·127 (the f32 rounding scale).
-double reference(const uint8_t* row, const Quantized& x, int64_t K, double* mag) {
-  double sum = 0;
-  *mag = 0;
-  for (int64_t sb = 0; sb < K / 256; ++sb) {
-    const uint8_t* p = row + sb * 210;
-    uint16_t h;
-    std::memcpy(&h, p + 208, 2);
-    const double d = half_to_float(h);
-    for (int v = 0; v < 256; ++v) {
-      const int64_t k = sb * 256 + v;
-      const double sc = d * static_cast<int8_t>(p[192 + v / 16]);
-      sum += sc * (ggml_value(p, v) - 32) * x.q[k] * x.scale4[k / 4];
-      *mag += std::fabs(sc) * x.scale4[k / 4] * 64 * 127;
-    }
-  }
-  return sum;
-}
-
-std::vector<uint8_t> random_q6_k(int64_t N, int64_t K, std::mt19937& rng) {
-  std::vector<uint8_t> bytes(N * K / 256 * 210);
-  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-  for (int64_t b = 0; b < N * K / 256; ++b) {  // d of about 2^-12 .. 2^-9, either sign
-    const uint16_t d = static_cast<uint16_t>(((rng() & 1) << 15) | ((3 + rng() % 4) << 10) | (rng() & 1023));
-    std::memcpy(bytes.data() + b * 210 + 208, &d, 2);
-  }
-  return bytes;
 }
 
 std::vector<uint8_t> repacked(const std::vector<uint8_t>& bytes) {
@@ -122,7 +58,7 @@ TEST(GemmQ6kRepack, LayoutKeepsEveryValueAndScale) {
     const uint8_t* g = bytes.data() + blk * 210;
     int v[256], sc[16];
     repacked_values(rp.data() + blk * 210, v, sc);
-    for (int i = 0; i < 256; ++i) ASSERT_EQ(v[i], ggml_value(g, i)) << "block " << blk << " value " << i;
+    for (int i = 0; i < 256; ++i) ASSERT_EQ(v[i], q6_k_quant(g, i)) << "block " << blk << " value " << i;
     for (int s = 0; s < 16; ++s) ASSERT_EQ(sc[s], static_cast<int8_t>(g[192 + s])) << "block " << blk << " scale " << s;
     ASSERT_EQ(std::memcmp(rp.data() + blk * 210 + 208, g + 208, 2), 0);  // d
   }
@@ -144,9 +80,10 @@ void check(const std::vector<uint8_t>& bytes, int64_t N, int64_t K, const std::v
   }
   for (int64_t n = 0; n < N; ++n) {
     double mag;
-    const double ref = reference(g.row(n), xq, K, &mag);
+    const double ref = reference_q6_k(g.row(n), xq, K, &mag);
     ASSERT_NEAR(out[n], ref, 1e-6 * mag) << "N=" << N << " K=" << K << " row " << n;
     ASSERT_NEAR(out[n], ggml[n], 1e-6 * mag) << "GGML-layout kernel, N=" << N << " K=" << K << " row " << n;
+    ASSERT_NEAR(ggml[n], ref, 1e-6 * mag) << "GGML-layout kernel vs reference, N=" << N << " K=" << K << " row " << n;
   }
 }
 
@@ -164,19 +101,14 @@ TEST(GemmQ6kRepack, MatchesDoubleReference) {
     }
 }
 
-// All-extreme quants (0 and 63), scales -128 / 127 and x at ±127: the int32 sub-block sums and
-// their products with the scales stay exact (|Σ(q-32)·x̂·scale| <= 16·32·127·128 < 2^24).
+// All-extreme quants (0 and 63), scales -128 / 127 and x at ±127, for both layouts' kernels: the
+// int32 sub-block sums (no overflow in vpdpbusd, nothing lost in the bit decode) and their
+// products with the scales stay exact (|Σ(q-32)·x̂·scale| <= 16·32·127·128 < 2^24).
 TEST(GemmQ6kRepack, ExtremeValues) {
   if (!has_kernels()) GTEST_SKIP() << "no AVX-512 VNNI";
   const int64_t N = 5, K = 512;
   for (uint8_t fill : {uint8_t{0x00}, uint8_t{0xff}, uint8_t{0xa5}}) {
-    std::vector<uint8_t> bytes(N * K / 256 * 210, fill);
-    for (int64_t b = 0; b < N * K / 256; ++b) {
-      uint8_t* p = bytes.data() + b * 210;
-      for (int s = 0; s < 16; ++s) p[192 + s] = s % 2 ? 0x80 : 0x7f;
-      const uint16_t d = 0x1c00;  // 2^-8
-      std::memcpy(p + 208, &d, 2);
-    }
+    std::vector<uint8_t> bytes = extreme_q6_k(N, K, fill);
     std::vector<float> x(K);
     for (int64_t k = 0; k < K; ++k) x[k] = k % 3 ? 1.f : -1.f;
     check(bytes, N, K, x);
