@@ -12,10 +12,12 @@
 // int8 MatMuls within a stated tolerance.
 // Streams: the weights parts hold int8 matrix slices ([rows][k] bytes, then the rows' f32
 // scales padded to 32 bytes; fused_stage_int8.h) between the bf16 gammas, taken in 32-byte
-// blocks: [attn gamma][QKV rows][QKV scales][q_norm, k_norm gammas]; [o rows][o scales]
-// [post-attention gamma][ffn gamma][gate rows][gate scales][up rows][up scales][down rows]
-// [down scales][post-FFN gamma]. Blocks that wait for an exchange stay in L1 (`carry`) and are
-// taken in stream order right after it, as in decode_layer_bf16.cc.
+// blocks: [attn gamma][QKV rows][QKV scales][q_norm, k_norm gammas][o scales][gate scales]
+// [up scales][down scales]; [o rows][post-attention gamma][ffn gamma][gate rows][up rows]
+// [down rows][post-FFN gamma]. The later matrices' scales ride in the first part (kept in L1
+// until their rows: rest_scales), so neither part ends in a partial object for them. Blocks that
+// wait for an exchange stay in L1 (`carry`) and are taken in stream order right after it, as in
+// decode_layer_bf16.cc.
 // Scalars: those of decode_layer_bf16 (context, core, cores, gelu, head_dim, heads, hidden,
 // intermediate, kv_heads, post_norms, qk_norm; eps_bits, offset_bits, interleaved, scale_bits).
 // State in the core's L1 (xk_impl::DecodeLayerInt8State; bounds in kernels.h FusedBounds).

@@ -12,11 +12,14 @@ namespace xk_fused::int8_layer {
 
 constexpr int32_t kUp = xk_impl::FusedBounds::kMaxRows;  // the up rows' sums and scales
 
+// The scales of the matrices after attention, in the weights part: slot m of rest_scales.
+enum RestMatrix : int32_t { kO = 0, kGate = 1, kUpM = 2, kDown = 3 };
+
 struct Int8Layer : xk_fused::DecodeShape {
-  // Byte ends of the segments of the weights part (qkv) and of the part after attention.
-  int64_t qkv_gamma, qkv_rows, qkv_scales, qkv_norms;
-  int64_t o_rows, o_scales, post_attn, gamma2, gate_rows, gate_scales, up_rows, up_scales, down_rows, down_scales,
-      post_ffn;
+  // Byte ends of the segments of the weights part (qkv, then the later matrices' scales) and of
+  // the part after attention (their rows and the gammas).
+  int64_t qkv_gamma, qkv_rows, qkv_scales, qkv_norms, o_scales, gate_scales, up_scales, down_scales;
+  int64_t o_rows, post_attn, gamma2, gate_rows, up_rows, down_rows, post_ffn;
 };
 
 template <class Own>
@@ -34,21 +37,29 @@ struct Int8Matmul {
     L.qkv_rows = L.qkv_gamma + Rq * H;
     L.qkv_scales = L.qkv_rows + scale_bytes(int32_t(Rq));
     L.qkv_norms = L.qkv_scales + (L.q.qk_norm ? 4 * int64_t(s.head_dim) : 0);
+    L.o_scales = L.qkv_norms + scale_bytes(L.Rh);
+    L.gate_scales = L.o_scales + scale_bytes(L.Ri);
+    L.up_scales = L.gate_scales + scale_bytes(L.Ri);
+    L.down_scales = L.up_scales + scale_bytes(L.Rh);
     L.o_rows = int64_t(L.Rh) * L.q.q_dim();
-    L.o_scales = L.o_rows + scale_bytes(L.Rh);
-    L.post_attn = L.o_scales + post;
+    L.post_attn = L.o_rows + post;
     L.gamma2 = L.post_attn + 2 * H;
     L.gate_rows = L.gamma2 + int64_t(L.Ri) * H;
-    L.gate_scales = L.gate_rows + scale_bytes(L.Ri);
-    L.up_rows = L.gate_scales + int64_t(L.Ri) * H;
-    L.up_scales = L.up_rows + scale_bytes(L.Ri);
-    L.down_rows = L.up_scales + int64_t(L.Rh) * s.inter;
-    L.down_scales = L.down_rows + scale_bytes(L.Rh);
-    L.post_ffn = L.down_scales + post;
+    L.up_rows = L.gate_rows + int64_t(L.Ri) * H;
+    L.down_rows = L.up_rows + int64_t(L.Rh) * s.inter;
+    L.post_ffn = L.down_rows + post;
     return L;
   }
 
-  // One block at byte e of the weights part (attn gamma, QKV rows and scales, QK-norm gammas).
+  // Matrix m's scales (kept since the weights part) into the scales of the rows in flight, at
+  // slot `to` (the up rows' at kUp).
+  static void use_scales(RestMatrix m, int32_t rows, int32_t to) {
+    auto& st = Own::state();
+    std::memcpy(st.i8.scales + to, st.rest_scales + int64_t(m) * xk_impl::FusedBounds::kMaxRows, size_t(rows) * 4);
+  }
+
+  // One block at byte e of the weights part (attn gamma, QKV rows and scales, QK-norm gammas, the
+  // o, gate, up and down scales).
   static void qkv_block(const uint8_t* blk, int64_t e, const Layer& L, xk::Rounding rnd) {
     auto& st = Own::state();
     int32_t sum;
@@ -66,6 +77,12 @@ struct Int8Matmul {
     } else if (e < L.qkv_norms) {
       const int64_t i = (e - L.qkv_scales) / 2;
       std::memcpy(i < L.q.D ? st.qkv.q_norm + i : st.qkv.k_norm + (i - L.q.D), blk, xk_fused::kBlockBytes);
+    } else if (e < L.down_scales) {
+      constexpr int64_t kSlot = xk_impl::FusedBounds::kMaxRows;
+      if (e < L.o_scales) xk_fused::take_scales(st.rest_scales + kO * kSlot, blk, e - L.qkv_norms, L.Rh);
+      else if (e < L.gate_scales) xk_fused::take_scales(st.rest_scales + kGate * kSlot, blk, e - L.o_scales, L.Ri);
+      else if (e < L.up_scales) xk_fused::take_scales(st.rest_scales + kUpM * kSlot, blk, e - L.gate_scales, L.Ri);
+      else xk_fused::take_scales(st.rest_scales + kDown * kSlot, blk, e - L.up_scales, L.Rh);
     }
   }
 
@@ -76,43 +93,41 @@ struct Int8Matmul {
     xk_impl::Int8RowsState& q = st.i8;
     int32_t sum;
     if (e < L.o_rows) {
-      if (e == 0) q.sx = xk_fused::quantize_row(st.attn_out, q.q, L.q.q_dim());
+      if (e == 0) {
+        q.sx = xk_fused::quantize_row(st.attn_out, q.q, L.q.q_dim());
+        use_scales(kO, L.Rh, 0);
+      }
       if (xk_fused::gemv_i8_block(q.acc, blk, e, L.q.q_dim(), q.q, sum)) q.sums[e / L.q.q_dim()] = sum;
-    } else if (e < L.o_scales) {
-      xk_fused::take_scales(q.scales, blk, e - L.o_rows, L.Rh);
     } else if (e < L.post_attn) {
-      std::memcpy(st.post_attn + (e - L.o_scales) / 2, blk, xk_fused::kBlockBytes);
+      std::memcpy(st.post_attn + (e - L.o_rows) / 2, blk, xk_fused::kBlockBytes);
     } else if (e < L.gamma2) {
       std::memcpy(st.gamma2 + (e - L.post_attn) / 2, blk, xk_fused::kBlockBytes);
-    } else if (e < L.up_scales) {
+    } else if (e < L.up_rows) {
       if (!st.have_h1) return false;
-      if (!st.have_xn2) {
+      if (!st.have_xn2) {  // the o rows' values were given with the exchange that made h1
         xk_impl::rmsnorm_bf16(st.h1, st.gamma2, st.xn2, L.hidden, L.q.eps, L.q.offset, rnd);
         q.sx = xk_fused::quantize_row(st.xn2, q.q, L.hidden);
+        use_scales(kGate, L.Ri, 0);
+        use_scales(kUpM, L.Ri, kUp);
         st.have_xn2 = true;
       }
       if (e < L.gate_rows) {
         if (xk_fused::gemv_i8_block(q.acc, blk, e - L.gamma2, L.hidden, q.q, sum))
           q.sums[(e - L.gamma2) / L.hidden] = sum;
-      } else if (e < L.gate_scales) {
-        xk_fused::take_scales(q.scales, blk, e - L.gate_rows, L.Ri);
-      } else if (e < L.up_rows) {
-        if (xk_fused::gemv_i8_block(q.acc, blk, e - L.gate_scales, L.hidden, q.q, sum))
-          q.sums[kUp + (e - L.gate_scales) / L.hidden] = sum;
       } else {
-        xk_fused::take_scales(q.scales + kUp, blk, e - L.up_rows, L.Ri);
+        if (xk_fused::gemv_i8_block(q.acc, blk, e - L.gate_rows, L.hidden, q.q, sum))
+          q.sums[kUp + (e - L.gate_rows) / L.hidden] = sum;
       }
-    } else if (e < L.down_scales) {
+    } else if (e < L.down_rows) {
       if (!st.have_h) return false;
-      if (e == L.up_scales) q.sx = xk_fused::quantize_row(st.h, q.q, L.inter);
-      if (e < L.down_rows) {
-        if (xk_fused::gemv_i8_block(q.acc, blk, e - L.up_scales, L.inter, q.q, sum))
-          q.sums[(e - L.up_scales) / L.inter] = sum;
-      } else {
-        xk_fused::take_scales(q.scales, blk, e - L.down_rows, L.Rh);
+      if (e == L.up_rows) {
+        q.sx = xk_fused::quantize_row(st.h, q.q, L.inter);
+        use_scales(kDown, L.Rh, 0);
       }
+      if (xk_fused::gemv_i8_block(q.acc, blk, e - L.up_rows, L.inter, q.q, sum))
+        q.sums[(e - L.up_rows) / L.inter] = sum;
     } else if (e < L.post_ffn) {
-      std::memcpy(st.post_ffn + (e - L.down_scales) / 2, blk, xk_fused::kBlockBytes);
+      std::memcpy(st.post_ffn + (e - L.down_rows) / 2, blk, xk_fused::kBlockBytes);
     }
     return true;
   }

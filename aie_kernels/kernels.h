@@ -462,8 +462,11 @@ struct Int8RowsState {
   float scales[kMaxRows];
   xk::accum<xk::acc32, 32> acc = xk::zeros<xk::acc32, 32>();
 };
+// decode_layer_int8: the o, gate, up and down rows' scales, which arrive in the weights part
+// (after the QK-norm gammas) and wait there for their matrices: slot m at m * kMaxRows.
 struct DecodeLayerInt8State : DecodeLayerState {
   Int8RowsState i8;
+  float rest_scales[4 * FusedBounds::kMaxRows];
 };
 // With an int8 KV cache (decode_layer_int8_kv8.cc): the core's kv_scales part as it arrived,
 // per KV head of the core [position][K scale, V scale] f32 (at most kMaxKvScaleBytes).

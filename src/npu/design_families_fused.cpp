@@ -56,6 +56,10 @@ struct Stages {
   int64_t kv_dim() const { return s.kv_heads * s.head_dim; }
   int64_t rows(int64_t n) const { return ceil_div(n, P); }
   int64_t wbytes(int64_t n, int64_t k) const { return matrix_bytes(dtype, rows(n), k); }
+  // The same slice's rows alone and its scales alone (int8; 0 otherwise): decode_layer carries the
+  // scales of the matrices after attention in its first weights part.
+  int64_t row_bytes(int64_t n, int64_t k) const { return rows(n) * dtype_bytes(dtype, k); }
+  int64_t scale_bytes(int64_t n) const { return dtype == DType::I8 ? round_up(rows(n) * 4, 32) : 0; }
   // Attention split: cores per KV head (position blocks) or KV heads per core.
   int64_t kv_per_core() const { return ceil_div(s.kv_heads, P); }
   int64_t cores_per_kv() const { return std::max<int64_t>(1, P / s.kv_heads); }
@@ -364,9 +368,14 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   f.params["kv_rows"] = kv.rows;
   f.params["kv_heads_alloc"] = kv.heads_alloc;
   f.params["position"] = pos;
-  const int64_t w_attn = s.hidden * 2 + st.wbytes(n_qkv, s.hidden) + (s.qk_norm ? 4 * s.head_dim : 0);
-  const int64_t w_rest = st.wbytes(s.hidden, st.q_dim()) + post + s.hidden * 2 +
-                         2 * st.wbytes(s.intermediate, s.hidden) + st.wbytes(s.hidden, s.intermediate) + post;
+  // The weights part: attn gamma, QKV rows (+ scales), QK-norm gammas, then (int8) the scales of
+  // the o, gate, up and down rows, which the core keeps until their rows arrive after attention:
+  // the scales' 32-byte blocks would otherwise leave a partial object at the end of both parts.
+  const int64_t rest_scales = 2 * st.scale_bytes(s.hidden) + 2 * st.scale_bytes(s.intermediate);
+  const int64_t w_attn = s.hidden * 2 + st.wbytes(n_qkv, s.hidden) + (s.qk_norm ? 4 * s.head_dim : 0) + rest_scales;
+  const int64_t o_rows = st.row_bytes(s.hidden, st.q_dim()), gate_up_rows = 2 * st.row_bytes(s.intermediate, s.hidden),
+                down_rows = st.row_bytes(s.hidden, s.intermediate);
+  const int64_t w_rest = o_rows + post + s.hidden * 2 + gate_up_rows + down_rows + post;
   f.parts = {{"x", s.hidden * 2, true}, {"weights", w_attn, false}, {"rope", 2 * s.head_dim * 2, true}};
   if (s.kv_int8) f.parts.push_back({"kv_scales", st.kv_scale_stream_bytes(), false, kv.scale_fills, kv.scale_window_bytes});
   f.parts.push_back({"kv", st.kv_stream_bytes(), false, kv.fills, kv.window_bytes});
@@ -391,6 +400,7 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
                     {"partial", st.attn_partial_bytes(), DType::F32},
                     {"acc", f.slice_bytes * 2, DType::F32}};
   if (s.post_norms) f.core_buffers.push_back({"post_gamma", post, DType::BF16});
+  if (rest_scales > 0) f.core_buffers.push_back({"rest_scales", rest_scales, DType::F32});
   f.result_bytes = s.hidden * 2;
   f.kv_new_bytes = st.kv_new_bytes();
   f.kv_new_arg = "kv_row";
@@ -412,9 +422,9 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   if (s.kv_int8) f.stages.push_back({"kv_scales", st.kv_scale_stream_bytes(), true});
   f.stages.insert(f.stages.end(),
                   {{"attention", st.kv_stream_bytes(), true, int(st.attn_objects(f.slice_bytes))},
-                   {"o", st.wbytes(s.hidden, st.q_dim()) + post, true, 1},
-                   {"gate_up", s.hidden * 2 + 2 * st.wbytes(s.intermediate, s.hidden), false, 1},
-                   {"down", st.wbytes(s.hidden, s.intermediate) + post, false, 1, {"result"}}});
+                   {"o", o_rows + post, true, 1},
+                   {"gate_up", s.hidden * 2 + gate_up_rows, false, 1},
+                   {"down", down_rows + post, false, 1, {"result"}}});
   return build_fused(f);
 }
 

@@ -1,5 +1,6 @@
 #include "npu/planner.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -329,6 +330,9 @@ DecoderPlan plan_decoder(const DecoderPlanInput& m, const DecoderPlanOptions& o)
   plan.weight_bytes = m.layers * weight_bytes_of(o.weights, m.shape) +
                       (plan.lm_head.empty() ? 0 : dtype_bytes(o.weights, m.shape.hidden) * m.vocab);
   plan.cost = cost_report(inv);
+  std::vector<const Design*> run;
+  for (const Invocation& i : inv) run.push_back(i.design);
+  plan.ddr = ddr_items(run);
   // Steady state: the next token's first design follows this token's last one.
   if (inv.size() > 1 && inv.back().design->name != inv.front().design->name) {
     const double c = cost_param("configure_s");
@@ -383,6 +387,12 @@ std::string DecoderPlan::text() const {
                 double(cost.run.ddr_bytes) / 1e6, double(weight_bytes) / 1e6, double(kv_read_bytes) / 1e6,
                 double(kv_write_bytes) / 1e3, double(other) / 1e6);
   out += line;
+  for (const DdrItem& it : ddr) {
+    std::snprintf(line, sizeof line, "  %-28s %10.3f MB  %5.2f%% of weights  (%s)\n", it.name.c_str(),
+                  double(it.bytes) / 1e6, 100.0 * double(it.bytes) / double(std::max<int64_t>(1, weight_bytes)),
+                  it.note.c_str());
+    out += line;
+  }
   std::snprintf(line, sizeof line, "per token: host -> device %.2f KB (embedding row, RoPE row%s%s)\n",
                 double(host_upload_bytes()) / 1e3, model.sliding_window > 0 ? "s" : "",
                 kv_upload_bytes > 0 ? ", unfused layers' KV rows" : "");
@@ -406,6 +416,8 @@ nlohmann::json DecoderPlan::to_json() const {
     if (!l.note.empty()) j["not_fused_because"] = l.note;
     ls.push_back(std::move(j));
   }
+  nlohmann::json items = nlohmann::json::array();
+  for (const DdrItem& it : ddr) items.push_back({{"item", it.name}, {"bytes", it.bytes}, {"note", it.note}});
   nlohmann::json host = nlohmann::json::array();
   for (const auto& [op, why] : host_ops) host.push_back({{"op", op}, {"reason", why}});
   return {{"label", kModelledLabel},
@@ -421,7 +433,8 @@ nlohmann::json DecoderPlan::to_json() const {
             {"weights", weight_bytes},
             {"kv_read", kv_read_bytes},
             {"kv_write", kv_write_bytes},
-            {"other", cost.run.ddr_bytes - weight_bytes - kv_read_bytes - kv_write_bytes}}},
+            {"other", cost.run.ddr_bytes - weight_bytes - kv_read_bytes - kv_write_bytes},
+            {"items", items}}},
           {"host_to_device_bytes_per_token", host_upload_bytes()},
           {"cost_per_token", cost.to_json()},
           {"modelled_ms_per_token", cost.run.total_s * 1e3},

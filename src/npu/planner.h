@@ -3,6 +3,7 @@
 // node (the same decision NpuSimBackend::supports makes), and prices the NPU invocations with
 // the cost model. Every time it reports is modelled (kModelledLabel).
 #pragma once
+#include <span>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,17 @@ struct DecoderLayerPlan {
   std::string note;                  // why the whole-layer design was not used
 };
 
+// What a token's DDR traffic consists of (bytes per token, summed over the invocations), from
+// the designs' runtime sequences; the weight streams are split by the layout the generators
+// bake (design_families_fused.cpp). The items add up to the run's DDR bytes.
+struct DdrItem {
+  std::string name;   // e.g. "kv values read"
+  int64_t bytes = 0;
+  std::string note;   // how it arises (one line)
+};
+// Items for the invocations in `designs` (one entry per invocation, in run order).
+std::vector<DdrItem> ddr_items(std::span<const Design* const> designs);
+
 // One decode token: every layer and the LM head in one dispatch (one instruction stream), the
 // embedding row gather and sampling on the host. Counts and times are per token in the steady
 // state (the configure back to the first design of the next token is counted).
@@ -89,6 +101,7 @@ struct DecoderPlan {
   int64_t kv_read_bytes = 0;                       // KV cache read per token (DDR -> array)
   int64_t kv_write_bytes = 0;                      // the new K/V rows written per token (array -> DDR)
   int64_t kv_upload_bytes = 0;                     // KV rows the host writes per token (unfused layers)
+  std::vector<DdrItem> ddr;                        // the token's DDR bytes itemised (ddr_items)
   // Host -> device per token: the embedding row, the RoPE row(s), kv_upload_bytes. The fused
   // layers' KV cache stays in device memory (decode_layer reads and writes it in place).
   int64_t host_upload_bytes() const;

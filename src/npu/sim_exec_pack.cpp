@@ -91,23 +91,25 @@ void put_rows(Writer& w, const std::vector<float>& m, int64_t n, int64_t k, int6
 // Rows [first, first + count) of a [n][k] f32 matrix as the design's weights: bf16 (put_rows),
 // or int8 quantized per row (core/numeric.h quantize_int8, one scale per row) followed by the
 // rows' f32 scales padded to a 32-byte block (aie_kernels/fused_stage_int8.h).
+struct Int8Slice {
+  std::vector<int8_t> rows;   // count x k
+  std::vector<float> scales;  // count, zero padded to a 32-byte block
+};
+Int8Slice quantize_slice(const std::vector<float>& m, int64_t n, int64_t k, int64_t first, int64_t count) {
+  Int8Slice s{std::vector<int8_t>(size_t(count * k), 0), std::vector<float>(size_t(round_up(count, 8)), 0.0f)};
+  for (int64_t r = first; r < std::min(first + count, n); ++r)
+    quantize_int8(m.data() + r * k, 1, k, k, s.rows.data() + (r - first) * k, &s.scales[size_t(r - first)]);
+  return s;
+}
 void put_matrix(Writer& w, DType t, const std::vector<float>& m, int64_t n, int64_t k, int64_t first,
                 int64_t count) {
   if (t != DType::I8) {
     for (int64_t r = first; r < first + count; ++r) put_rows(w, m, n, k, r, 1);
     return;
   }
-  std::vector<float> scales(static_cast<size_t>(round_up(count, 8)), 0.0f);
-  std::vector<int8_t> q(static_cast<size_t>(k));
-  for (int64_t r = first; r < first + count; ++r) {
-    if (r < n) {
-      quantize_int8(m.data() + r * k, 1, k, k, q.data(), &scales[size_t(r - first)]);
-      w.put(q.data(), k);
-    } else {
-      w.zeros(k);
-    }
-  }
-  w.put(scales.data(), int64_t(scales.size()));
+  const Int8Slice s = quantize_slice(m, n, k, first, count);
+  w.put(s.rows.data(), int64_t(s.rows.size()));
+  w.put(s.scales.data(), int64_t(s.scales.size()));
 }
 // Bytes of such rows (design_families_fused.cpp, matrix_bytes).
 int64_t matrix_bytes(DType t, int64_t rows, int64_t k) {
@@ -131,11 +133,12 @@ HostArgs empty_args(const Design& d) {
 }
 
 // decode_layer's weights_rest part: o rows, [post-attention gamma], ffn gamma, gate, up and
-// down rows, [post-FFN gamma].
+// down rows, [post-FFN gamma]; int8 rows without their scales (those travel in the weights part:
+// design_families_fused.cpp, decode_layer_design).
 int64_t rest_bytes(const Geometry& g) {
   const int64_t Rh = g.rows(g.hidden), Ri = g.rows(g.I);
-  return matrix_bytes(g.weights, Rh, g.q_dim()) + g.hidden * 2 + 2 * matrix_bytes(g.weights, Ri, g.hidden) +
-         matrix_bytes(g.weights, Rh, g.I) + (g.post_norms ? 4 * g.hidden : 0);
+  const auto rows = [&](int64_t r, int64_t k) { return g.weights == DType::I8 ? r * k : matrix_bytes(g.weights, r, k); };
+  return rows(Rh, g.q_dim()) + g.hidden * 2 + 2 * rows(Ri, g.hidden) + rows(Rh, g.I) + (g.post_norms ? 4 * g.hidden : 0);
 }
 
 }  // namespace
@@ -201,18 +204,23 @@ void SimKvCache::append(std::span<const aie::bf16> row) {
 namespace {
 
 // The layer's x, weights, rope parts of core p (decode_layer and qkv_rope share them).
+// x, then the weights part (attn gamma, QKV rows, QK-norm gammas, and `later`'s scales: the
+// int8 matrices after attention, decode_layer), then the RoPE row.
 void put_attn_parts(Writer& w, const Geometry& g, const SimLayerWeights& lw, std::span<const aie::bf16> x,
-                    std::span<const float> rope, int64_t p) {
+                    std::span<const float> rope, int64_t p, std::span<const Int8Slice> later = {}) {
   const int64_t Rq = g.rows(g.n_qkv());
+  int64_t later_bytes = 0;
+  for (const Int8Slice& m : later) later_bytes += int64_t(m.scales.size()) * 4;
   w.part(g.hidden * 2);
   w.put(x.data(), g.hidden);
-  w.part(g.hidden * 2 + matrix_bytes(g.weights, Rq, g.hidden) + (g.qk_norm ? 4 * g.D : 0));
+  w.part(g.hidden * 2 + matrix_bytes(g.weights, Rq, g.hidden) + (g.qk_norm ? 4 * g.D : 0) + later_bytes);
   put_vec(w, lw.attn_norm);
   std::vector<float> qkv(lw.q);
   qkv.insert(qkv.end(), lw.k.begin(), lw.k.end());
   qkv.insert(qkv.end(), lw.v.begin(), lw.v.end());
   put_matrix(w, g.weights, qkv, g.n_qkv(), g.hidden, p * Rq, Rq);
   if (g.qk_norm) put_vec(w, lw.q_norm), put_vec(w, lw.k_norm);
+  for (const Int8Slice& m : later) w.put(m.scales.data(), int64_t(m.scales.size()));
   w.part(2 * g.D * 2);
   w.put(rope.data(), g.D);
 }
@@ -323,16 +331,26 @@ HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& lw, std::span
   std::vector<std::vector<uint8_t>> streams;
   for (int64_t p = 0; p < g.P; ++p) {
     Writer w;
-    put_attn_parts(w, g, lw, x, rope, p);
+    // int8: the o, gate, up and down slices' scales go in the weights part, their rows after
+    // attention (aie_kernels/decode_layer_int8.h).
+    std::vector<Int8Slice> later;
+    if (g.weights == DType::I8)
+      later = {quantize_slice(lw.o, g.hidden, g.q_dim(), p * Rh, Rh), quantize_slice(lw.gate, g.I, g.hidden, p * Ri, Ri),
+               quantize_slice(lw.up, g.I, g.hidden, p * Ri, Ri), quantize_slice(lw.down, g.hidden, g.I, p * Rh, Rh)};
+    const auto put_later = [&](size_t i, const std::vector<float>& m, int64_t n, int64_t k, int64_t R) {
+      if (later.empty()) put_matrix(w, g.weights, m, n, k, p * R, R);
+      else w.put(later[i].rows.data(), int64_t(later[i].rows.size()));
+    };
+    put_attn_parts(w, g, lw, x, rope, p, later);
     if (kv_int8(d)) w.part(kv_scale_stream_bytes(g));  // read in place from the scale buffer (below)
     w.part(kv_stream_bytes(g, kv_int8(d)));            // read in place from the resident cache (below)
     w.part(rest_bytes(g));
-    put_matrix(w, g.weights, lw.o, g.hidden, g.q_dim(), p * Rh, Rh);
+    put_later(0, lw.o, g.hidden, g.q_dim(), Rh);
     if (g.post_norms) put_vec(w, lw.post_attn_norm);
     put_vec(w, lw.ffn_norm);
-    put_matrix(w, g.weights, lw.gate, g.I, g.hidden, p * Ri, Ri);
-    put_matrix(w, g.weights, lw.up, g.I, g.hidden, p * Ri, Ri);
-    put_matrix(w, g.weights, lw.down, g.hidden, g.I, p * Rh, Rh);
+    put_later(1, lw.gate, g.I, g.hidden, Ri);
+    put_later(2, lw.up, g.I, g.hidden, Ri);
+    put_later(3, lw.down, g.hidden, g.I, Rh);
     if (g.post_norms) put_vec(w, lw.post_ffn_norm);
     streams.push_back(w.finish());
   }

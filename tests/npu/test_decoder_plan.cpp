@@ -134,3 +134,84 @@ TEST(DecoderPlan, ItemisesKvReadAndWriteOfTheResidentCache) {
   EXPECT_EQ(g.kv_read_bytes, (15 * int64_t(512) + 3 * int64_t(1024)) * 2 * 256 * 2);
   EXPECT_EQ(g.host_upload_bytes(), 640 * 2 + 2 * 256 * 4);  // two RoPE rows: the local layers' base
 }
+
+namespace {
+
+int64_t item(const DecoderPlan& p, const std::string& name) {
+  for (const DdrItem& it : p.ddr)
+    if (it.name == name) return it.bytes;
+  return 0;
+}
+
+int64_t items_sum(const DecoderPlan& p) {
+  int64_t s = 0;
+  for (const DdrItem& it : p.ddr) s += it.bytes;
+  return s;
+}
+
+}  // namespace
+
+// The DDR items add up to the run's bytes and agree with the plan's own totals, for int8 / bf16
+// weights, an int8 KV cache, Gemma's sandwich norms and sliding windows, and unfused layers.
+TEST(DecoderPlan, DdrItemsAddUpToTheTokensTraffic) {
+  struct Case {
+    DecoderPlanInput in;
+    DecoderPlanOptions o;
+  };
+  DecoderPlanInput big = qwen3_06b();
+  big.shape = {8192, 64, 8, 128, 28672, 1, false, false};
+  big.layers = 2;
+  const Case cases[] = {{qwen3_06b(), {DType::I8, 128, 8, DType::I8}},   {qwen3_06b(), {DType::I8, 1024, 8, DType::I8}},
+                        {qwen3_06b(), {DType::BF16, 1000, 8}},           {qwen3_06b(), {DType::BFP16, 300, 4}},
+                        {gemma3_270m(), {DType::I8, 1024, 8, DType::I8}}, {big, {DType::I8, 256, 8}}};
+  for (const Case& c : cases) {
+    const DecoderPlan p = plan_decoder(c.in, c.o);
+    const std::string what = c.in.name + " " + std::string(dtype_name(c.o.weights)) + " @" + std::to_string(c.o.context);
+    EXPECT_EQ(items_sum(p), p.cost.run.ddr_bytes) << what;
+    const bool fused = p.layers.at(0).fused;
+    if (fused) {
+      EXPECT_EQ(item(p, "weight values"), p.weight_bytes) << what;
+      EXPECT_EQ(item(p, "kv values read") + item(p, "kv scales read"), p.kv_read_bytes) << what;
+      EXPECT_EQ(item(p, "kv row write"), p.kv_write_bytes) << what;
+      EXPECT_EQ(item(p, "unfused designs"), 0) << what;
+    } else {
+      EXPECT_GT(item(p, "unfused designs"), 0) << what;
+    }
+    EXPECT_EQ(item(p, "weight scales") > 0, c.o.weights == DType::I8) << what;
+    EXPECT_EQ(item(p, "kv scales read") > 0, fused && c.o.kv == DType::I8) << what;
+    const nlohmann::json j = p.to_json();
+    EXPECT_EQ(j["ddr_bytes_per_token"]["items"].size(), p.ddr.size()) << what;
+  }
+}
+
+// Qwen3-0.6B, int8 weights and KV cache, context 1024 (npu plan's default): where the bytes go.
+TEST(DecoderPlan, Qwen3Int8Kv8ItemsAtContext1024) {
+  const DecoderPlan p = plan_decoder(qwen3_06b(), {DType::I8, 1024, 8, DType::I8});
+  const int64_t L = 28, P = 32;
+  EXPECT_EQ(item(p, "kv values read"), L * 2 * 8 * 1024 * 128);  // K and V, 8 heads, 1024 positions
+  EXPECT_EQ(item(p, "kv scales read"), L * 8 * 1024 * 8);        // an f32 K and V scale per position
+  EXPECT_EQ(item(p, "kv row write"), L * (2 * 8 * 128 + 8 * 8));
+  EXPECT_EQ(item(p, "x (a copy per core)"), (L + 1) * P * 2048);  // every layer and the LM head
+  EXPECT_EQ(item(p, "rope row (a copy per core)"), L * P * 2048);
+  EXPECT_EQ(item(p, "norm gammas"), L * P * (2 * 1024 * 2 + 4 * 128) + P * 1024 * 2);
+  // An f32 scale per weight row (12288 a layer, 151936 in the LM head), in 32-byte blocks.
+  EXPECT_GE(item(p, "weight scales"), (L * 12288 + 151936) * 4);
+  EXPECT_LT(item(p, "weight scales"), (L * 12288 + 151936) * 4 + 20000);
+  EXPECT_EQ(item(p, "logits"), 152000 * 4);  // 151936 rows padded to 32 cores x 19 objects x 250
+  EXPECT_NE(p.text().find("kv values read"), std::string::npos);
+}
+
+// The targets (DDR within 10% of the weights, 80 tok/s) against the context: the int8 KV read
+// grows by 28 layers x 8 heads x (2 x 128 + 8) bytes a position; at 1024 positions it alone is
+// more than 10% of the weights, so no layout of the other traffic can meet the DDR target there.
+TEST(DecoderPlan, Qwen3Int8Kv8TargetsAgainstContext) {
+  const DecoderPlan at512 = plan_decoder(qwen3_06b(), {DType::I8, 512, 8, DType::I8});
+  EXPECT_LE(double(at512.cost.run.ddr_bytes), 1.10 * double(at512.weight_bytes));
+  EXPECT_GE(at512.tok_per_s(), 80.0);
+  const DecoderPlan at1024 = plan_decoder(qwen3_06b(), {DType::I8, 1024, 8, DType::I8});
+  EXPECT_GT(double(at1024.kv_read_bytes), 0.10 * double(at1024.weight_bytes));
+  // The values grow with the context; each core's scale block is one whole object at both
+  // (128 positions a core at 512 fill half of it).
+  EXPECT_EQ(at1024.kv_read_bytes - at512.kv_read_bytes, 512 * int64_t(28 * 8 * 2 * 128));
+  EXPECT_EQ(item(at512, "kv scales read"), item(at1024, "kv scales read"));
+}

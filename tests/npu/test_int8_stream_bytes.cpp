@@ -15,6 +15,7 @@
 #include "npu/design_families.h"
 #include "npu/planner.h"
 #include "npu/sim_exec.h"
+#include "fused_test_util.h"
 
 using namespace xdna;
 using namespace xdna::npu;
@@ -35,17 +36,19 @@ struct Qwen3 {  // Qwen3-0.6B (config.json)
   int64_t kv() const { return kv_heads * D; }
 };
 
-// decode_layer int8 without the KV part: x, [gamma, qkv slice, QK-norm gammas], rope row,
-// [o slice, ffn gamma, gate and up slices, down slice]; writes: the result row.
+// decode_layer int8 without the KV part: x, [gamma, qkv slice, QK-norm gammas, the o, gate, up
+// and down slices' scales], rope row, [o rows, ffn gamma, gate and up rows, down rows]; writes:
+// the result row. objects: a core's stream objects.
 struct LayerBytes {
-  int64_t stream = 0, scales = 0, writes = 0;
+  int64_t stream = 0, scales = 0, writes = 0, objects = 0;
 };
 LayerBytes layer_bytes(const Qwen3& m) {
   const int64_t Rqkv = cdiv(m.q() + 2 * m.kv(), kP), Rh = cdiv(m.hidden, kP), Ri = cdiv(m.I, kP);
-  const int64_t w_attn = 2 * m.hidden + slice(Rqkv, m.hidden) + 4 * m.D;
-  const int64_t w_rest = slice(Rh, m.q()) + 2 * m.hidden + 2 * slice(Ri, m.hidden) + slice(Rh, m.I);
+  const int64_t later_scales = scales(Rh) + 2 * scales(Ri) + scales(Rh);
+  const int64_t w_attn = 2 * m.hidden + slice(Rqkv, m.hidden) + 4 * m.D + later_scales;
+  const int64_t w_rest = Rh * m.q() + 2 * m.hidden + 2 * Ri * m.hidden + Rh * m.I;
   const int64_t objects = cdiv(2 * m.hidden, kObj) + cdiv(w_attn, kObj) + cdiv(4 * m.D, kObj) + cdiv(w_rest, kObj);
-  return {kP * objects * kObj, kP * (scales(Rqkv) + scales(Rh) + 2 * scales(Ri) + scales(Rh)), 2 * m.hidden};
+  return {kP * objects * kObj, kP * (scales(Rqkv) + later_scales), 2 * m.hidden, objects};
 }
 
 // lm_head int8: x, then [gamma, per logits object its slice]; writes: logits. A core's rows
@@ -73,6 +76,9 @@ TEST(Int8StreamBytes, DecodeLayerMatchesThePackedLayout) {
   EXPECT_EQ(c.ddr_bytes, b.stream + kv_read + b.writes + kv_write);
   // The scales are 4 bytes a row: 12288 rows (4096 qkv, 1024 o, 2 x 3072 gate/up, 1024 down).
   EXPECT_EQ(b.scales, 4 * (m.q() + 2 * m.kv() + m.hidden + 2 * m.I + m.hidden));
+  // Both weight parts are whole objects (66 and 177): 245 a core, where each slice's scales after
+  // its rows left half an object at the end of both (66 + 178 = 246 with x and rope).
+  EXPECT_EQ(b.objects, 1 + 66 + 1 + 177);
 }
 
 TEST(Int8StreamBytes, LmHeadMatchesThePackedLayout) {
@@ -143,4 +149,73 @@ TEST(Int8StreamBytes, PackerWritesTheScalesDenselyAfterTheRows) {
     for (int64_t b = 2 * hidden + R * hidden + 4 * R; b < 2 * hidden + slice(R, hidden); ++b)
       EXPECT_EQ(stream[b], 0) << "core " << core << " pad byte " << b;
   }
+}
+
+// decode_layer int8: the packer puts the o, gate, up and down slices' scales at the end of the
+// weights part (after the QK-norm gammas) and only their rows in weights_rest; the scales are
+// those of quantize_int8 on the core's rows.
+TEST(Int8StreamBytes, DecodeLayerPackerCarriesTheLaterScalesInTheWeightsPart) {
+  const DecodeLayerShape s{256, 4, 2, 64, 512, 8, true, false};
+  const Design d = decode_layer_design(DType::I8, s, 1);  // 4 cores: 64 hidden rows, 128 intermediate rows a core
+  test::FusedRng r(7);
+  const SimLayerWeights lw = test::layer_weights(r, s);
+  const SimKvCache kv = test::kv_cache(r, s, 7, 8);
+  const HostArgs a = pack_decode_layer(d, lw, r.bf16s(s.hidden), test::rope(s.head_dim, 7), kv);
+  const auto arg = [&](const char* name) -> const std::vector<uint8_t>& {
+    for (size_t i = 0; i < d.args.size(); ++i)
+      if (d.args[i].name == name) return a.at(i);
+    throw std::logic_error(name);
+  };
+  const int64_t P = 4, Rqkv = (256 + 2 * 128) / P, Rh = 256 / P, Ri = 512 / P;
+  const int64_t attn = 2 * 256 + slice(Rqkv, 256) + 4 * 64, later = 2 * scales(Rh) + 2 * scales(Ri);
+  const int64_t rest = Rh * 256 + 2 * 256 + 2 * Ri * 256 + Rh * 512;
+  // One column: [object][core][2 KiB]; a core's stream is its 2 KiB pieces in object order.
+  const auto stream = [&](const std::vector<uint8_t>& arg_bytes, int64_t core) {
+    std::vector<uint8_t> out;
+    for (size_t o = 0; o < arg_bytes.size() / size_t(P * kObj); ++o) {
+      const uint8_t* at = arg_bytes.data() + (o * size_t(P) + size_t(core)) * size_t(kObj);
+      out.insert(out.end(), at, at + kObj);
+    }
+    return out;
+  };
+  EXPECT_EQ(int64_t(arg("weights").size()), P * rup(attn + later, kObj));
+  EXPECT_EQ(int64_t(arg("weights_rest").size()), P * rup(rest, kObj));  // rows only: no scales
+  std::vector<int8_t> q(size_t(s.intermediate * s.hidden));
+  std::vector<float> gate_scales(size_t(s.intermediate)), down_scales(size_t(s.hidden));
+  quantize_int8(lw.gate.data(), s.intermediate, s.hidden, s.hidden, q.data(), gate_scales.data());
+  std::vector<int8_t> qd(size_t(s.hidden * s.intermediate));
+  quantize_int8(lw.down.data(), s.hidden, s.intermediate, s.intermediate, qd.data(), down_scales.data());
+  for (int64_t core : {0, 3}) {
+    const std::vector<uint8_t> w = stream(arg("weights"), core), wr = stream(arg("weights_rest"), core);
+    const auto scale_at = [&](int64_t byte) {
+      float f;
+      std::memcpy(&f, w.data() + byte, 4);
+      return f;
+    };
+    for (int64_t i = 0; i < Ri; ++i)  // after the o scales
+      EXPECT_EQ(scale_at(attn + scales(Rh) + 4 * i), gate_scales[size_t(core * Ri + i)]) << core << " gate " << i;
+    for (int64_t i = 0; i < Rh; ++i)  // the last block of scales
+      EXPECT_EQ(scale_at(attn + scales(Rh) + 2 * scales(Ri) + 4 * i), down_scales[size_t(core * Rh + i)]) << core;
+    // weights_rest: o rows, ffn gamma, gate rows (the first is the core's first gate row).
+    EXPECT_EQ(std::memcmp(wr.data() + Rh * 256 + 2 * 256, q.data() + core * Ri * s.hidden, size_t(s.hidden)), 0) << core;
+    // down rows end the part: the core's last down row is its last bytes.
+    EXPECT_EQ(std::memcmp(wr.data() + rest - s.intermediate, qd.data() + (core * Rh + Rh - 1) * s.intermediate,
+                          size_t(s.intermediate)), 0) << core;
+  }
+}
+
+// The scales decode_layer int8 sends ahead are held in L1 until their rows: every core declares
+// them (the validator counts them against its 64 KiB); bf16 layers have none.
+TEST(Int8StreamBytes, DecodeLayerHoldsTheLaterScalesInL1) {
+  const Qwen3 m;
+  const DecodeLayerShape s{m.hidden, m.heads, m.kv_heads, m.D, m.I, 1024, true, false};
+  const auto rest_scales = [](const Design& d) {
+    int64_t cores = 0, bytes = -1;
+    for (const TileUse& t : d.tiles)
+      for (const npu::Buffer& b : t.buffers)
+        if (b.name == "rest_scales") ++cores, bytes = b.bytes;
+    return std::pair{cores, bytes};
+  };
+  EXPECT_EQ(rest_scales(decode_layer_design(DType::I8, s)), (std::pair<int64_t, int64_t>{kP, 2 * 128 + 2 * 384}));
+  EXPECT_EQ(rest_scales(decode_layer_design(DType::BF16, s)).first, 0);
 }

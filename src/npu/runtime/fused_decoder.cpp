@@ -226,25 +226,27 @@ std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state
 
   // The new K/V rows (the decode_layer drained them into the cache BOs at row pos) into the
   // host state, and the logits.
-  // Rows as drained: bf16 [K][V], or int8 [K][V][per head: K scale, V scale].
-  std::vector<uint8_t> row(size_t(2 * kvd * vb + (int8 ? m_.shape.kv_heads * 8 : 0)));
+  // Rows as drained: bf16 [K][V], or int8 [K][V][per head: K scale, V scale], gathered piece by
+  // piece in that order (each piece a view of the cache BO, so its length bounds the copy).
+  const size_t head_row = size_t(D * vb);  // one head's K or V values at one position
+  std::vector<uint8_t> row;
+  row.reserve(size_t(2 * kvd * vb + (int8 ? m_.shape.kv_heads * 8 : 0)));
   for (size_t i = 0; i < layers_.size(); ++i) {
+    row.clear();
+    const auto gather = [&](std::span<const uint8_t> piece) {
+      rt_.sync_from_device(piece);
+      row.insert(row.end(), piece.begin(), piece.end());
+    };
     for (int64_t which = 0; which < 2; ++which)
-      for (int64_t h = 0; h < m_.shape.kv_heads; ++h) {
-        const size_t at = size_t(((which * kv_heads_alloc_ + h) * kv_rows_ + pos) * D * vb);
-        rt_.sync_from_device(layers_[i].kv.subspan(at, size_t(D * vb)));
-        std::memcpy(row.data() + (which * kvd + h * D) * vb, layers_[i].kv.data() + at, size_t(D * vb));
-      }
-    for (int64_t h = 0; int8 && h < m_.shape.kv_heads; ++h) {
-      const size_t at = size_t((h * kv_rows_ + pos) * 8);
-      rt_.sync_from_device(layers_[i].kv_scales.subspan(at, 8));
-      std::memcpy(row.data() + 2 * kvd + h * 8, layers_[i].kv_scales.data() + at, 8);
-    }
+      for (int64_t h = 0; h < m_.shape.kv_heads; ++h)
+        gather(layers_[i].kv.subspan(size_t(((which * kv_heads_alloc_ + h) * kv_rows_ + pos) * D * vb), head_row));
+    for (int64_t h = 0; int8 && h < m_.shape.kv_heads; ++h)
+      gather(layers_[i].kv_scales.subspan(size_t((h * kv_rows_ + pos) * 8), 8));
     if (int8) {
       state.kv[i].append_int8(row);
     } else {
-      std::vector<aie::bf16> values(size_t(2 * kvd));
-      std::memcpy(values.data(), row.data(), row.size());
+      std::vector<aie::bf16> values(row.size() / sizeof(aie::bf16));
+      std::memcpy(values.data(), row.data(), values.size() * sizeof(aie::bf16));
       state.kv[i].append(values);
     }
   }
