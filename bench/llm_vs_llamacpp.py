@@ -14,12 +14,19 @@ Models:
                 reachable): written as F16 GGUF by bench/make_random_gguf.py, quantized to Q8_0 and
                 Q4_0 by llama.cpp's own quantizer, so both engines read the same bits.
 
+Repeats: on a shared or virtual machine the speed of the whole machine swings between runs (up to
+1.5x here), so a ratio of two runs taken seconds apart can be off by that much. `--repeats N` runs
+each case as N back-to-back pairs (this engine and llama.cpp, the order alternating from pair to
+pair) and reports the median of the per-pair ratios with their min-max spread; the tok/s columns
+are then the medians of each side's N runs.
+
 Usage (peers venv, see bench/requirements-peers.txt):
-  /work/benchvenv/bin/python bench/llm_vs_llamacpp.py --npu build/src/cli/npu --threads 2
+  /work/benchvenv/bin/python bench/llm_vs_llamacpp.py --npu build/src/cli/npu --threads 2 [--repeats 5]
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -119,6 +126,29 @@ def store_gguf(name):
     return None
 
 
+def summarize(model, bits, path, pairs):
+    """One row from the pairs of a case. One pair: exactly that pair's figures (the output before
+    --repeats existed). Several: each side's numeric figures are the medians over its runs, the
+    ratios the median of the per-pair ratios, with their min and max and every pair kept."""
+    if len(pairs) == 1:
+        p = pairs[0]
+        return {"model": model, "bits": bits, "gguf": path, "ours": p["ours"], "llama_cpp": p["llama_cpp"],
+                "prefill_ratio": p["prefill_ratio"], "decode_ratio": p["decode_ratio"]}
+
+    def medians(side):
+        runs = [p[side] for p in pairs]
+        return {k: statistics.median(r[k] for r in runs) for k, v in runs[0].items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+    row = {"model": model, "bits": bits, "gguf": path, "ours": medians("ours"), "llama_cpp": medians("llama_cpp"),
+           "repeats": len(pairs), "pairs": pairs}
+    for k in ("prefill_ratio", "decode_ratio"):
+        ratios = [p[k] for p in pairs]
+        row[k] = statistics.median(ratios)
+        row[k + "_min"], row[k + "_max"] = min(ratios), max(ratios)
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--npu", default="build/src/cli/npu")
@@ -128,11 +158,16 @@ def main():
     ap.add_argument("--models", default="gemma3-270m,qwen3-0.6b")
     ap.add_argument("--workdir", default="/tmp/xdna-llm-bench", help="where the derived GGUF files go")
     ap.add_argument("--json", help="also write the rows to this file")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="pairs of runs per case (engine and llama.cpp back to back, order alternating); "
+                         "ratios are the median of the per-pair ratios")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         child(a.child, a.threads, a.prompt_tokens, a.gen_tokens)
         return
+    if a.repeats < 1:
+        sys.exit(f"--repeats must be >= 1 (got {a.repeats})")
 
     os.makedirs(a.workdir, exist_ok=True)
     cases = []  # (model, bits label, gguf path)
@@ -153,24 +188,41 @@ def main():
         else:
             sys.exit(f"unknown model {model}")
 
-    print(f"host measurements, {a.threads} threads, prompt {a.prompt_tokens} tokens, decode {a.gen_tokens} tokens")
+    print(f"host measurements, {a.threads} threads, prompt {a.prompt_tokens} tokens, decode {a.gen_tokens} tokens"
+          + (f", {a.repeats} interleaved pairs per case (medians; ratio = median of per-pair ratios)"
+             if a.repeats > 1 else ""))
     hdr = (f"{'model':22} {'bits':15} {'prefill tok/s':>22} {'ratio':>6} {'decode tok/s':>20} {'ratio':>6}"
            f" {'MiB/token':>9} {'of triad':>8} {'peak RSS MiB':>13}")
+    if a.repeats > 1:
+        hdr += f" {'prefill spread':>15} {'decode spread':>14}"
     print(hdr)
     print(" " * 38 + f"{'ours':>10} {'llama.cpp':>11}" + " " * 7 + f"{'ours':>9} {'llama.cpp':>10}")
     rows = []
     for model, bits, path in cases:
-        ref = run_llamacpp(path, a.threads, a.prompt_tokens, a.gen_tokens)
-        ours = run_npu(a.npu, path, a.threads, a.prompt_tokens, a.gen_tokens)
-        row = {"model": model, "bits": bits, "gguf": path, "ours": ours, "llama_cpp": ref,
-               "prefill_ratio": ours["prefill_tok_s"] / ref["prefill_tok_s"],
-               "decode_ratio": ours["decode_tok_s"] / ref["decode_tok_s"]}
-        ours.pop("last_step", None)
+        pairs = []
+        for r in range(a.repeats):
+            # Pair r runs both engines back to back; alternating who goes first cancels a steady drift.
+            if r % 2 == 0:
+                ref = run_llamacpp(path, a.threads, a.prompt_tokens, a.gen_tokens)
+                ours = run_npu(a.npu, path, a.threads, a.prompt_tokens, a.gen_tokens)
+            else:
+                ours = run_npu(a.npu, path, a.threads, a.prompt_tokens, a.gen_tokens)
+                ref = run_llamacpp(path, a.threads, a.prompt_tokens, a.gen_tokens)
+            ours.pop("last_step", None)
+            pairs.append({"ours": ours, "llama_cpp": ref,
+                          "prefill_ratio": ours["prefill_tok_s"] / ref["prefill_tok_s"],
+                          "decode_ratio": ours["decode_tok_s"] / ref["decode_tok_s"]})
+        row = summarize(model, bits, path, pairs)
         rows.append(row)
-        print(f"{model:22} {bits:15} {ours['prefill_tok_s']:10.1f} {ref['prefill_tok_s']:11.1f} "
-              f"{row['prefill_ratio']:5.2f}x {ours['decode_tok_s']:9.1f} {ref['decode_tok_s']:10.1f} "
-              f"{row['decode_ratio']:5.2f}x {ours['bytes_per_token'] / 2**20:9.1f} "
-              f"{100 * ours['decode_bandwidth_fraction']:7.0f}% {ours['peak_rss_mib']:13.0f}", flush=True)
+        ours, ref = row["ours"], row["llama_cpp"]
+        line = (f"{model:22} {bits:15} {ours['prefill_tok_s']:10.1f} {ref['prefill_tok_s']:11.1f} "
+                f"{row['prefill_ratio']:5.2f}x {ours['decode_tok_s']:9.1f} {ref['decode_tok_s']:10.1f} "
+                f"{row['decode_ratio']:5.2f}x {ours['bytes_per_token'] / 2**20:9.1f} "
+                f"{100 * ours['decode_bandwidth_fraction']:7.0f}% {ours['peak_rss_mib']:13.0f}")
+        if a.repeats > 1:
+            line += (f" {row['prefill_ratio_min']:6.2f}-{row['prefill_ratio_max']:.2f}x"
+                     f" {row['decode_ratio_min']:5.2f}-{row['decode_ratio_max']:.2f}x")
+        print(line, flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

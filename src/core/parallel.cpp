@@ -80,9 +80,10 @@ struct Pool {
   int sleeping = 0;
   int workers = 0;
 
-  void worker_loop() {
+  // `seen`: the generation when the worker was made, so that a job published before the new
+  // thread gets to run is still one it picks up (reading it at thread start missed that job).
+  void worker_loop(uint64_t seen) {
     t_in_job = true;
-    uint64_t seen = generation.load(std::memory_order_acquire);
     for (;;) {
       const auto until = std::chrono::steady_clock::now() + kSpin;
       for (int i = 0; generation.load(std::memory_order_acquire) == seen; ++i) {
@@ -108,7 +109,8 @@ struct Pool {
 
   // Starts workers up to `count` (they are never stopped: the pool lives as long as the process).
   void grow(int count) {
-    for (; workers < count; ++workers) std::thread([this] { worker_loop(); }).detach();
+    const uint64_t now = generation.load(std::memory_order_acquire);
+    for (; workers < count; ++workers) std::thread([this, now] { worker_loop(now); }).detach();
   }
 };
 

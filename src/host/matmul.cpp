@@ -19,6 +19,14 @@ namespace {
 // Up to this many x rows the weights are streamed once (GEMV); above it, packing pays off.
 constexpr int64_t kGemvMaxRows = 4;
 
+// y[r] = out[r] + bias[r] (+ 0 without a bias, so -0 still becomes +0 as it always has).
+void store_rows(const float* __restrict out, const float* __restrict bias, float* __restrict y, int count) {
+  if (bias)
+    for (int r = 0; r < count; ++r) y[r] = out[r] + bias[r];
+  else
+    for (int r = 0; r < count; ++r) y[r] = out[r] + 0.f;
+}
+
 bool is_ggml(DType t) {
   return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
 }
@@ -238,12 +246,18 @@ void gemv(const float* x, int64_t m, const WeightRows& w, const float* bias, flo
   if (rows) {
     // Each thread streams one contiguous range of rows, start to end.
     parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
+      // The outputs go through plain locals: with -fno-strict-aliasing the copy loop reloaded
+      // every captured pointer after each store, ~19 scalar instructions per output (1.8% of
+      // Gemma 3 270M's decode samples, for its 262144-row head).
+      float* const yy = y;
+      const float* const bb = bias;
+      const int64_t ld = N;
       float out[kGemvRows];
       for (int64_t n = n0; n < n1; n += kGemvRows) {
         const int count = static_cast<int>(std::min<int64_t>(kGemvRows, n1 - n));
         for (int64_t i = 0; i < m; ++i) {
           rows(w, n, count, xr[i], out);
-          for (int r = 0; r < count; ++r) y[i * N + n + r] = out[r] + (bias ? bias[n + r] : 0.f);
+          store_rows(out, bb ? bb + n : nullptr, yy + i * ld + n, count);
         }
       }
     });

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -110,4 +111,24 @@ TEST(Parallel, ConcurrentCallersEachCoverTheirRange) {
     });
   for (auto& th : callers) th.join();
   EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(Parallel, WorkersStartedForAJobTakePartInIt) {
+  // Every chunk waits until all chunks have started, so the job finishes only if each of the
+  // threads runs one at the same time. The team grows to 6 threads for this call: a worker made
+  // for a job must take part in it (workers once read the job counter only when they got to run,
+  // after the job was published, and then waited for the next one; the caller ran their chunks
+  // later, one after another).
+  Threads t(6);
+  std::atomic<int> started{0};
+  std::atomic<bool> timed_out{false};
+  parallel_for(6, 1, [&](int64_t, int64_t) {
+    ++started;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (started.load() < 6 && !timed_out.load())
+      if (std::chrono::steady_clock::now() > until) timed_out = true;
+      else std::this_thread::yield();
+  });
+  EXPECT_FALSE(timed_out.load());
+  EXPECT_EQ(started.load(), 6);
 }
