@@ -76,7 +76,7 @@ void run_generate(const GenerateCliOptions& o) {
   }
   GenerateRequest req = make_request(o.llm, encode_prompt(*lm, text));
   if (o.top_logprobs >= 0) {
-    req.logprobs = true;
+    req.sampling.logprobs = true;
     req.sampling.top_logprobs = o.top_logprobs;
   }
   DeviceBackends devices;
@@ -122,7 +122,7 @@ void run_generate(const GenerateCliOptions& o) {
       {"run", run_summary_json(r.report)},
       {"placement", devices.placement_json()},
   };
-  if (req.logprobs) {
+  if (req.sampling.logprobs) {
     nlohmann::json lp = nlohmann::json::array();
     for (const TokenChoice& c : r.logprobs) {
       nlohmann::json top = nlohmann::json::array();

@@ -73,7 +73,6 @@ struct GenerateRequest {
   SamplingParams sampling;
   int64_t max_tokens = 256;           // 0 = until the context is full
   std::vector<std::string> stop;      // stop strings (not included in the output)
-  bool logprobs = false;
   std::vector<Backend*> backends;     // empty = host
   // npu-sim: decode tokens through the fused plan (llm_npu_fused.h) when it is enabled(); the
   // prompt still runs on `backends`. Null = every step on `backends`. Only step() uses it.

@@ -80,18 +80,11 @@ void append_report(RunReport& all, const RunReport& step) {
   all.ops.insert(all.ops.end(), step.ops.begin(), step.ops.end());
 }
 
-// The request's sampling, computing log-probs only when the request reports them.
-SamplingParams sampling_for(const GenerateRequest& r) {
-  SamplingParams s = r.sampling;
-  s.logprobs = r.logprobs;
-  return s;
-}
-
 }  // namespace
 
 struct GenerationStepper::Impl {
   Impl(const LanguageModel& m, const GenerateRequest& r, std::function<bool(const GeneratedPiece&)> cb)
-      : model(m), request(r), on_piece(std::move(cb)), sampler(sampling_for(r)), stream(r.stop),
+      : model(m), request(r), on_piece(std::move(cb)), sampler(r.sampling), stream(r.stop),
         history(r.prompt), input(r.prompt) {}
   const LanguageModel& model;
   GenerateRequest request;
@@ -196,7 +189,7 @@ bool GenerationStepper::advance(std::span<const float> logits, const RunReport& 
     return false;
   }
   g.text_ids.push_back(choice.id);
-  if (g.request.logprobs) result.logprobs.push_back(choice);
+  if (g.request.sampling.logprobs) result.logprobs.push_back(choice);
   const int32_t id = choice.id;
   GeneratedPiece piece{g.stream.advance(g.model.tokenizer().decode(g.text_ids, true), at_limit), std::move(choice)};
   if (at_limit && !g.stream.stopped()) result.finish_reason = "length";

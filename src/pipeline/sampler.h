@@ -24,9 +24,10 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;
   uint64_t seed = 0;
   int32_t top_logprobs = 0;  // 0..20 alternatives to report per token
-  // Fill TokenChoice::logprob (a log-softmax over the whole vocabulary every token). false with
-  // top_logprobs 0 skips it (logprob stays 0); the chosen tokens are the same either way.
-  bool logprobs = true;
+  // Fill TokenChoice::logprob (a log-softmax over the whole vocabulary every token) and report the
+  // chosen tokens in GenerateResult::logprobs. Off with top_logprobs 0 skips the log-softmax
+  // (logprob stays 0); the chosen tokens are the same either way.
+  bool logprobs = false;
 };
 
 // The index of the first largest value (std::max_element's answer for NaN-free input; NaNs are

@@ -311,14 +311,14 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat) {
   }
 
   if (chat) {  // logprobs: bool; top_logprobs: 0..20 alternatives
-    if (present(j, "logprobs")) r.logprobs = bool_field(j, "logprobs");
+    if (present(j, "logprobs")) s.logprobs = bool_field(j, "logprobs");
     if (present(j, "top_logprobs")) {
       s.top_logprobs = static_cast<int32_t>(int_field(j, "top_logprobs", 0, 20));
-      if (!r.logprobs) throw ApiError(400, "top_logprobs needs logprobs: true", "invalid_value", "top_logprobs");
+      if (!s.logprobs) throw ApiError(400, "top_logprobs needs logprobs: true", "invalid_value", "top_logprobs");
     }
   } else if (present(j, "logprobs")) {  // completions: the number of alternatives, 0..5
     s.top_logprobs = static_cast<int32_t>(int_field(j, "logprobs", 0, 5));
-    r.logprobs = true;
+    s.logprobs = true;
   }
 
   if (present(j, "stream")) r.stream = bool_field(j, "stream");

@@ -51,8 +51,7 @@ struct CompletionRequest {
   bool prompt_is_ids = false;
   int64_t max_tokens = 0;           // 0 = until the context is full
   SamplingParams sampling;          // seed drawn at random when the request gives none
-  std::vector<std::string> stop;
-  bool logprobs = false;
+  std::vector<std::string> stop;     // (logprobs: sampling.logprobs)
   bool stream = false, include_usage = false;
 };
 CompletionRequest parse_completion_request(const std::string& body, bool chat);

@@ -118,7 +118,6 @@ GenerateRequest generate_request(const CompletionRequest& r, std::vector<int32_t
   g.sampling = r.sampling;
   g.max_tokens = r.max_tokens;
   g.stop = r.stop;
-  g.logprobs = r.logprobs;
   return g;
 }
 
@@ -126,14 +125,14 @@ json final_choice(const CompletionRequest& r, const LanguageModel& lm, const Gen
   json choice = {{"index", 0}, {"finish_reason", g.finish_reason}, {"logprobs", nullptr}};
   if (r.chat) {
     choice["message"] = {{"role", "assistant"}, {"content", g.text}};
-    if (r.logprobs) {
+    if (r.sampling.logprobs) {
       json content = json::array();
       for (const TokenChoice& c : g.logprobs) content.push_back(chat_logprob(lm, c));
       choice["logprobs"] = {{"content", content}};
     }
   } else {
     choice["text"] = g.text;
-    if (r.logprobs) choice["logprobs"] = completion_logprobs(lm, g.logprobs);
+    if (r.sampling.logprobs) choice["logprobs"] = completion_logprobs(lm, g.logprobs);
   }
   return choice;
 }
@@ -180,19 +179,19 @@ void stream_generation(const CompletionRequest& r, const ResponseHead& head, std
         late = true;
         return false;
       }
-      if (r.logprobs && p.token.id >= 0) pending.push_back(p.token);
+      if (r.sampling.logprobs && p.token.id >= 0) pending.push_back(p.token);
       if (p.text.empty()) return true;
       json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
       if (r.chat) {
         choice["delta"] = {{"content", p.text}};
-        if (r.logprobs) {
+        if (r.sampling.logprobs) {
           json content = json::array();
           for (const TokenChoice& c : pending) content.push_back(chat_logprob(lm, c));
           choice["logprobs"] = {{"content", content}};
         }
       } else {
         choice["text"] = p.text;
-        if (r.logprobs) choice["logprobs"] = completion_logprobs(lm, pending);
+        if (r.sampling.logprobs) choice["logprobs"] = completion_logprobs(lm, pending);
       }
       pending.clear();
       open = send(chunk(std::move(choice)));

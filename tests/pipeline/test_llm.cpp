@@ -222,7 +222,7 @@ TEST_F(Llm, CancelStopsAtOnce) {
 
 TEST_F(Llm, LogprobsOfGreedyAreTheTopChoice) {
   GenerateRequest req = greedy((*cases_)[3].prompt_ids, 8);
-  req.logprobs = true;
+  req.sampling.logprobs = true;
   req.sampling.top_logprobs = 3;
   const GenerateResult r = generate(*model_, req);
   ASSERT_EQ(r.logprobs.size(), r.tokens.size());

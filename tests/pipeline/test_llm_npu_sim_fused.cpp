@@ -36,7 +36,7 @@ GenerateRequest greedy_request() {
   r.prompt = {1, 17, 42, 99};
   r.sampling.temperature = 0.0f;
   r.max_tokens = kNewTokens;
-  r.logprobs = true;  // the chosen tokens' log-probs: how close the fused logits are
+  r.sampling.logprobs = true;  // the chosen tokens' log-probs: how close the fused logits are
   return r;
 }
 

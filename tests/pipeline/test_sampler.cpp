@@ -328,6 +328,7 @@ TEST(Sampler, SkippingLogprobsKeepsTheTokens) {
                            params(1.2f, 0, 0.9f)}) {
     p.repetition_penalty = 1.1f;
     p.frequency_penalty = 0.2f;
+    p.logprobs = true;
     SamplingParams off = p;
     off.logprobs = false;
     Sampler with(p), without(off);
@@ -341,6 +342,7 @@ TEST(Sampler, SkippingLogprobsKeepsTheTokens) {
   }
   // the reported value: log-softmax of the logits (no penalties here)
   SamplingParams g = params(0.0f);
+  g.logprobs = true;
   Sampler s(g);
   const std::vector<float> l = log_probs({0.1, 0.6, 0.3});
   EXPECT_NEAR(s.sample(l, {}).logprob, std::log(0.6), 1e-6);

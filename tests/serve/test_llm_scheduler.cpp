@@ -125,10 +125,10 @@ TEST_F(LlmScheduler, ConcurrentGenerationsEqualEachAlone) {
   };
   reqs[2].sampling.top_p = 0.9f;
   reqs[3].sampling.top_k = 20;
-  reqs[3].logprobs = true;
+  reqs[3].sampling.logprobs = true;
   reqs[3].sampling.top_logprobs = 2;
   reqs[4].sampling.repetition_penalty = 1.3f;
-  reqs[4].logprobs = true;
+  reqs[4].sampling.logprobs = true;
   std::vector<GenerateResult> alone;
   for (const auto& r : reqs) alone.push_back(generate(*alone_model_, r));
   reqs[5].stop = {alone[5].text.substr(alone[5].text.size() / 2, 3)};  // a stop string it does produce
