@@ -10,6 +10,7 @@ thread count, and are timed in one run, rows alternating engine / ORT. The engin
 bench/bench_vision.cpp (build target bench_vision), which times only the forward pass.
 
   /work/benchvenv/bin/python bench/bench_vision_vs_ort.py --bench build/bin/bench_vision
+      [--rounds 5] [--before OLD/bench_vision] [--wait-idle 0.9]
 
 Random weights change nothing about the speed of a dense forward pass. The correctness column is
 the largest |engine - ORT| logit over the largest |ORT| logit, and whether the top-1 class agrees.
@@ -86,6 +87,23 @@ def time_ort(sess, x, iters, warmup):
     return statistics.median(times), out
 
 
+def wait_idle(fraction, limit_s=120.0):
+    """Waits until the CPUs were at least `fraction` idle over 0.5 s (another job on the shared
+    machine has paused); gives up after limit_s. Returns whether the machine was idle."""
+    def ticks():
+        v = [int(f) for f in open("/proc/stat").readline().split()[1:]]
+        return v[3] + v[4], sum(v)  # idle + iowait, all
+    end = time.monotonic() + limit_s
+    while True:
+        i0, t0 = ticks()
+        time.sleep(0.5)
+        i1, t1 = ticks()
+        if (i1 - i0) >= fraction * max(t1 - t0, 1):
+            return True
+        if time.monotonic() > end:
+            return False
+
+
 def time_engine(bench, hf, pixels_path, logits_path, iters, warmup, threads):
     r = subprocess.run([bench, f"--model={hf}", f"--pixels={pixels_path}", f"--logits={logits_path}",
                         f"--iters={iters}", f"--warmup={warmup}", f"--threads={threads}", f"--size={SIZE}"],
@@ -107,6 +125,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=1,
                     help="alternate engine / ORT (/ --before) this many times; medians of the round medians")
     ap.add_argument("--before", help="an older bench_vision binary timed in the same rounds")
+    ap.add_argument("--wait-idle", type=float, default=0.0, metavar="FRACTION",
+                    help="before each timing, wait (up to 120 s) until the CPUs are this idle, e.g. 0.9: "
+                         "on a shared machine, rounds then fall in the gaps between other jobs")
     a = ap.parse_args()
 
     import onnxruntime as ort
@@ -129,11 +150,16 @@ def main():
         sess = ort_session(onnx_path, a.threads)
         # Alternating rounds: a load change on the shared machine hits every side alike.
         eng, orts, befores = [], [], []
+        idle = [True]  # every wait found the machine idle
+        gate = (lambda: idle.append(wait_idle(a.wait_idle))) if a.wait_idle > 0 else (lambda: None)
         for _ in range(a.rounds):
+            gate()
             eng.append(time_engine(a.bench, hf, pixels_path, logits_path, a.iters, a.warmup, a.threads)["median_s"])
+            gate()
             ort_s, ref = time_ort(sess, x, a.iters, a.warmup)
             orts.append(ort_s)
             if a.before:
+                gate()
                 befores.append(time_engine(a.before, hf, pixels_path, logits_path + ".before", a.iters, a.warmup,
                                            a.threads)["median_s"])
         e = {"median_s": statistics.median(eng)}
@@ -145,7 +171,7 @@ def main():
         row = {"model": name, "engine_median_ms": e["median_s"] * 1e3, "ort_median_ms": ort_s * 1e3,
                "speedup_vs_ort": ort_s / e["median_s"], "max_rel_diff": rel, "top1_agrees": top1,
                "load_1min": os.getloadavg()[0], "engine_rounds_ms": [t * 1e3 for t in eng],
-               "ort_rounds_ms": [t * 1e3 for t in orts]}
+               "ort_rounds_ms": [t * 1e3 for t in orts], "all_waits_idle": all(idle)}
         if a.before:
             row["before_median_ms"] = statistics.median(befores) * 1e3
             row["before_rounds_ms"] = [t * 1e3 for t in befores]
@@ -153,6 +179,8 @@ def main():
         print(f"{name:10s} {row['engine_median_ms']:10.1f} {row['ort_median_ms']:9.1f} "
               f"{row['speedup_vs_ort']:9.2f}x {rel:19.2e} {'same' if top1 else 'DIFF':>6s} {row['load_1min']:5.1f}",
               flush=True)
+        if not all(idle):
+            print(f"  ({idle.count(False)} of {len(idle) - 1} waits for an idle machine timed out)", flush=True)
         if a.before:
             print(f"{'  before':10s} {row['before_median_ms']:10.1f} {'':9s} {ort_s * 1e3 / row['before_median_ms']:9.2f}x"
                   f"   engine speed-up {row['before_median_ms'] / row['engine_median_ms']:.2f}x", flush=True)

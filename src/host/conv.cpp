@@ -130,7 +130,7 @@ static void conv2d_im2col(const Tensor& x, const Tensor& w, const ConvParams& p,
   unit.stride[0] = unit.stride[1] = 1;
   if ((p.stride[0] > 1 || p.stride[1] > 1) && use_pointwise_in_place(unit, Kh, Kw, kern))
     return conv2d_im2col(subsample(x, p.stride[0], p.stride[1], Ho, Wo), w, unit, Ho, Wo, ep, constant_weights, y);
-  if (use_transposed(P, kdim, cout_g, NR, MR))
+  if (use_transposed(P, kdim, cout_g, NR, MR, use_gathered_rows(p, Kh, Kw, kern)))
     return conv2d_transposed(x, p, Kh, Kw, Ho, Wo, ep, *conv_weights(w, G, NR, constant_weights), y);
   const auto packed = conv_weights(w, G, MR, constant_weights);
   if (use_channel_split((P + NR - 1) / NR, kdim, NR, cout_g, MR))

@@ -48,7 +48,10 @@ void conv2d_pointwise(const Tensor& x, const EpilogueRows& ep, const PackedConvW
 
 // conv_few_positions.cpp: ResNet-50's 14x14 and 7x7 stages. Transposed: positions as the
 // microkernel's rows, packed with NR-row weight panels (packed.mr == NR).
-bool use_transposed(int64_t P, int64_t kdim, int64_t cout_g, int64_t NR, int64_t MR);
+// Gathered rows: on AVX-512, kernels larger than 1x1 at column stride 1 or 2 read the
+// transposed tile's rows from a zero-padded copy of the input instead of packed patches.
+bool use_gathered_rows(const ConvParams& p, int64_t Kh, int64_t Kw, const IsaKernels& kern);
+bool use_transposed(int64_t P, int64_t kdim, int64_t cout_g, int64_t NR, int64_t MR, bool gathered);
 void conv2d_transposed(const Tensor& x, const ConvParams& p, int64_t Kh, int64_t Kw, int64_t Ho, int64_t Wo,
                        const EpilogueRows& ep, const PackedConvWeights& packed, Tensor& y);
 // Channel split: the patches of all positions packed once, the threads split the output channels.

@@ -44,6 +44,14 @@ void sgemm_b_in_place_avx512(int64_t kc, const float* a, const float* b, int64_t
 void sgemm_a_in_place_avx512(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
                              int64_t mr, int64_t nr, bool accumulate);
 
+// C[mr, nr] (+)= A · B over kc with A gathered from a zero-padded input instead of packed patches:
+// A[k][i] = a1[koff[k] + stride i] for i < r1 (a run of positions on one output row) and
+// a2[koff[k] + stride (i - r1)] for the r2 rows after them (the next output row; r2 is 0, or r1
+// with 2 r1 <= 14); stride 1 or 2. B packed [kc][32] (the weights). Same FMA chain as the packed
+// kernel: same bits.
+void sgemm_a_gather_avx512(int64_t kc, const float* a1, int64_t r1, const float* a2, int64_t r2, int64_t stride,
+                           const int32_t* koff, const float* b, float* c, int64_t ldc, int64_t nr, bool accumulate);
+
 const ConvKernels& conv_kernels_generic();
 const ConvKernels& conv_kernels_avx2();
 const ConvKernels& conv_kernels_avx512();

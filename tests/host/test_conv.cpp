@@ -8,10 +8,13 @@
 #include <cmath>
 #include <random>
 #include <stdexcept>
+#include <string>
+#include <tuple>
 
 #include "core/cpu.h"
 #include "core/parallel.h"
 #include "host/conv.h"
+#include "host/conv_kernels.h"
 #include "random_tensor.h"
 
 using namespace xdna;
@@ -412,6 +415,16 @@ TEST(Conv, TransposedTileIsBitIdenticalToThePanelPath) {
       {40, 128, 9, 11, 3, 3, 2, 1, 1, 1},    // strided 3x3: 30 positions
       {16, 256, 9, 9, 3, 3, 1, 1, 1, 2},     // grouped: 128 channels per group
       {300, 128, 5, 3, 3, 3, 1, 1, 1, 1},    // kdim 2700: several K slices
+      // AVX-512 gathers the rows of the non-1x1 cases from a padded copy: two 7-wide rows per tile,
+      // one 14-wide row, two runs of 14 on 28-wide rows, runs of 14 + 14 + 12 on 40-wide rows,
+      // two 6-wide rows (then one), dilation, and stride 3 (packed patches).
+      {64, 128, 14, 14, 3, 3, 2, 1, 1, 1},   // ResNet's 3x3 / 2 at 14x14: 7x7 outputs
+      {32, 128, 28, 28, 3, 3, 2, 1, 1, 1},   // and at 28x28: 14x14 outputs
+      {32, 128, 56, 56, 3, 3, 2, 1, 1, 1},   // and at 56x56: 784 outputs (transposed only when gathered)
+      {24, 128, 5, 40, 3, 3, 1, 1, 1, 1},    // 200 positions on 40-wide rows
+      {32, 128, 9, 9, 3, 3, 1, 2, 2, 1},     // dilation 2
+      {16, 128, 11, 12, 3, 2, 2, 0, 1, 1},   // 3x2, no padding, stride 2: 5 x 6 outputs
+      {32, 128, 15, 15, 3, 3, 3, 1, 1, 1},   // stride 3: packed patches
   };
   const Isa isa_before = active_isa();
   const int threads_before = num_threads();
@@ -436,8 +449,10 @@ TEST(Conv, TransposedTileIsBitIdenticalToThePanelPath) {
       ConvParams p;
       p.stride[0] = p.stride[1] = c.stride;
       p.padding[0] = p.padding[1] = c.pad;
+      p.dilation[0] = p.dilation[1] = c.dil;
       p.groups = c.groups;
-      const int64_t Ho = (c.h + 2 * c.pad - c.kh) / c.stride + 1, Wo = (c.w + 2 * c.pad - c.kw) / c.stride + 1;
+      const int64_t Ho = (c.h + 2 * c.pad - c.dil * (c.kh - 1) - 1) / c.stride + 1;
+      const int64_t Wo = (c.w + 2 * c.pad - c.dil * (c.kw - 1) - 1) / c.stride + 1;
       const Tensor res = test::uniform_tensor({c.cout, Ho, Wo}, seed + 3), res1 = test::uniform_tensor({cout1, Ho, Wo}, seed + 3);
       Tensor r1 = res1;  // the residual of the C + 1 run: res in the shared channels
       for (int64_t o = 0; o < c.cout; ++o)
@@ -464,6 +479,28 @@ TEST(Conv, TransposedTileIsBitIdenticalToThePanelPath) {
   }
   force_isa(isa_before);
   set_num_threads(threads_before);
+}
+
+// The gathered-rows kernel takes a run of 1-14 rows or two runs of r <= 7 rows, at stride 1 or 2;
+// anything else is an error that names the rows and the stride.
+TEST(Conv, GatheredRowsKernelRejectsUnsupportedTiles) {
+  if (active_isa() != Isa::Avx512) GTEST_SKIP() << "the gathered-rows kernel is AVX-512's";
+  alignas(64) float a[64] = {}, b[32] = {}, c[32 * 14] = {};
+  const int32_t koff[1] = {0};
+  auto call = [&](int64_t r1, int64_t r2, int64_t stride) {
+    sgemm_a_gather_avx512(1, a, r1, a + 16, r2, stride, koff, b, c, 32, 32, false);
+  };
+  EXPECT_NO_THROW(call(14, 0, 2));
+  EXPECT_NO_THROW(call(7, 7, 1));
+  for (const auto& [r1, r2, stride] : {std::tuple{15, 0, 1}, {0, 0, 1}, {8, 8, 1}, {6, 5, 2}, {4, 0, 3}}) {
+    try {
+      call(r1, r2, stride);
+      ADD_FAILURE() << "rows " << r1 << " + " << r2 << " at stride " << stride << " accepted";
+    } catch (const std::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find("rows " + std::to_string(r1) + " + " + std::to_string(r2)), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // Max pooling at stride 2 (ResNet's 3x3 / 2 stem pool) runs tap by tap over whole output rows:
