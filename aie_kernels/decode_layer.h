@@ -204,6 +204,38 @@ struct DecodeLayer {
                  scope.mode, scales);
   }
 
+  // ---- an int4 KV cache (decode_layer_int8_kv4.cc; M's layer() sets block_align for int4) ----
+  // The new K and V rows quantized per (head, row) as quantize_row_int4 (max|x| / 7, nearest
+  // even, saturated to +-7, two a byte): out = [K int4 kv_dim / 2 bytes][V int4 kv_dim / 2
+  // bytes][per KV head: K scale, V scale f32].
+  static void rope_kv_new_int4(uint8_t* out, const DecodeArgs& s) {
+    const int32_t D = s.head_dim, kvd = s.kv_heads * D;
+    const xk::bf16* kv = M::state().qkv.qkv + int64_t(s.heads) * D;
+    for (int32_t which = 0; which < 2; ++which)
+      for (int32_t h = 0; h < s.kv_heads; ++h) {
+        const int64_t at = int64_t(which) * kvd + int64_t(h) * D;
+        const float scale = quantize_row_int4(kv + at, out + at / 2, D);
+        std::memcpy(out + int64_t(kvd) + (int64_t(h) * 2 + which) * 4, &scale, 4);
+      }
+  }
+
+  // The core's int4 K/V blocks (objects of 4096 values): each 16 values unpacked to int8 and
+  // taken as an int8 cache's (attn_block<int8_t>, the same row scales).
+  static void attention_int4(const uint8_t* obj, const DecodeArgs& s) {
+    const xk::rounding_scope scope(xk::Rounding::NearestEven);
+    enter(kAttention, true);
+    const Layer L = M::layer(s);
+    auto& st = M::state();
+    const xk::bf16* k_new = st.qkv.qkv + L.q.q_dim();
+    const float* scales = reinterpret_cast<const float*>(st.kv_scales);
+    alignas(32) int8_t values[kLanes];
+    for (int32_t i = 0; i < 4 * kObjValues; i += kLanes, st.pos += kLanes) {
+      unpack_int4(obj + i / 2, values, kLanes);
+      attn_block(st.attn, L.a, s.core, values, st.pos, st.qkv.qkv, s.context - 1, k_new, k_new + L.q.kv_dim(),
+                 scope.mode, scales);
+    }
+  }
+
   static void attention_give(uint8_t* slice, const DecodeArgs& s) {
     const Layer L = M::layer(s);
     attn_give(M::state().attn, L.a, slice, 2 * L.slice_values);

@@ -33,7 +33,7 @@ xk_impl::DecodeLayerInt8State g_own;  // the core's own (L1)
 xk_impl::DecodeLayerInt8State& own_state() { return xk::core_state(g_own); }
 
 struct Own {
-  static constexpr bool kKvInt8 = false;
+  static constexpr int32_t kKvBits = 16;
   static xk_impl::DecodeLayerInt8State& state() { return own_state(); }
 };
 using Stages = xk_fused::DecodeLayer<xk_fused::int8_layer::Int8Matmul<Own>>;

@@ -1,8 +1,9 @@
 // The int8 weights' matmul of the decode_layer design (decode_layer.h's M), shared by
-// decode_layer_int8.cc (bf16 KV cache) and decode_layer_int8_kv8.cc (int8 KV cache): the
-// weights parts' segments and their 32-byte blocks of int8 rows, scales and gammas
-// (decode_layer_int8.cc's header comment). Own gives the core's state (state()) and whether the
-// KV cache is int8 (kKvInt8: its K/V blocks padded to objects of 2048 values).
+// decode_layer_int8.cc (bf16 KV cache), decode_layer_int8_kv8.cc (int8 KV cache) and
+// decode_layer_int8_kv4.cc (int4 KV cache): the weights parts' segments and their 32-byte blocks
+// of int8 rows, scales and gammas (decode_layer_int8.cc's header comment). Own gives the core's
+// state (state()) and the KV cache's bits a value (kKvBits 16, 8 or 4: its K/V blocks padded to
+// objects of 1024, 2048 or 4096 values).
 // npu (needs hardware and the toolchain, unverified here).
 #pragma once
 #include "decode_layer.h"
@@ -31,7 +32,8 @@ struct Int8Matmul {
   static Layer layer(const xk_fused::DecodeArgs& s) {
     using xk_fused::scale_bytes;
     Layer L{xk_fused::decode_shape(s), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    if (Own::kKvInt8) L.a.block_align = xk_fused::kv_block_align(2 * xk_fused::kObjValues, s.head_dim);
+    if (Own::kKvBits < 16)  // cache values a 2 KiB object: 2048 int8, 4096 int4
+      L.a.block_align = xk_fused::kv_block_align(xk_fused::kObjValues * 16 / Own::kKvBits, s.head_dim);
     const int64_t post = L.post_norms ? 2 * int64_t(s.hidden) : 0, H = s.hidden, Rq = L.q.rows();
     L.qkv_gamma = 2 * H;
     L.qkv_rows = L.qkv_gamma + Rq * H;

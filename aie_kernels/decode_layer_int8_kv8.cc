@@ -26,7 +26,7 @@ xk_impl::DecodeLayerInt8Kv8State g_own;  // the core's own (L1)
 xk_impl::DecodeLayerInt8Kv8State& own_state() { return xk::core_state(g_own); }
 
 struct Own {
-  static constexpr bool kKvInt8 = true;
+  static constexpr int32_t kKvBits = 8;
   static xk_impl::DecodeLayerInt8Kv8State& state() { return own_state(); }
 };
 using Stages = xk_fused::DecodeLayer<xk_fused::int8_layer::Int8Matmul<Own>>;

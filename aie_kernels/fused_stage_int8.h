@@ -43,6 +43,39 @@ inline float quantize_row(const xk::bf16* x, int8_t* q, int32_t n) {
   return sx;
 }
 
+// int4 KV cache rows (decode_layer_int8_kv4.cc): x quantized per row to signed int4,
+// scale = max|x| / 7, q = x / scale rounded to nearest even and saturated to +-7 (symmetric as
+// quantize_row's +-127: the row's max maps to +-7, so -8 would only ever come from float
+// rounding), packed two a byte, value 2i in the low nibble of byte i (core/dtype.h DType::I4).
+// Returns the scale (0 for an all-zero x: every value 0). n even.
+inline float quantize_row_int4(const xk::bf16* x, uint8_t* packed, int32_t n) {
+  float amax = 0.0f;
+  for (int32_t i = 0; i < n; ++i) {
+    const float a = std::fabs(xk::to_float(x[i]));
+    if (amax < a) amax = a;
+  }
+  const float sx = amax / 7.0f;
+  for (int32_t i = 0; i < n; i += 2) {
+    uint8_t b = 0;
+    for (int32_t j = 0; j < 2; ++j) {
+      float v = sx == 0.0f ? 0.0f : std::nearbyint(xk::to_float(x[i + j]) / sx);
+      v = v < -7.0f ? -7.0f : v > 7.0f ? 7.0f : v;
+      b |= uint8_t((int32_t(v) & 0xF) << (4 * j));
+    }
+    packed[i / 2] = b;
+  }
+  return sx;
+}
+
+// n int4 values (n even) from `packed` (low nibble first) into q, sign-extended.
+inline void unpack_int4(const uint8_t* packed, int8_t* q, int32_t n) {
+  for (int32_t i = 0; i < n; i += 2) {
+    const uint8_t b = packed[i / 2];
+    q[i] = int8_t(int8_t(uint8_t(b << 4)) >> 4);
+    q[i + 1] = int8_t(int8_t(b) >> 4);
+  }
+}
+
 // One 32-byte block at byte e of a row-major [rows][k] int8 matrix, against q: the row's
 // accumulator starts at column 0; true when the block ends the row, its exact sum in `sum`.
 inline bool gemv_i8_block(Acc32& acc, const uint8_t* blk, int64_t e, int32_t k, const int8_t* q, int32_t& sum) {

@@ -330,6 +330,89 @@ void decode_layer_int8_kv8_down_result(xk::bf16* out, int32_t context, int32_t c
                                        int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter,
                                        int32_t kv_heads, int32_t post_norms, int32_t qk_norm, int32_t eps_bits,
                                        int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
+// decode_layer design's stage entry points with int8 weights and an int4 KV cache
+// (decode_layer_int8_kv4.cc): decode_layer_int8_kv8's, the same scalars (int4 K/V blocks).
+void decode_layer_int8_kv4_x(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                             int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                             int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                             int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_qkv(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                               int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                               int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                               int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_qkv_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                    int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                    int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                    int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_qkv_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                    int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                    int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                    int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_rope(const float* cos_sin, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_rope_kv_new(uint8_t* out, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                       int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter,
+                                       int32_t kv_heads, int32_t post_norms, int32_t qk_norm, int32_t eps_bits,
+                                       int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_kv_scales(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                     int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                     int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                     int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_attention(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                     int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                     int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                     int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_attention_give(uint8_t* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                          int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter,
+                                          int32_t kv_heads, int32_t post_norms, int32_t qk_norm, int32_t eps_bits,
+                                          int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_attention_take(const uint8_t* act, int32_t context, int32_t core, int32_t cores,
+                                          int32_t gelu, int32_t head_dim, int32_t heads, int32_t hidden,
+                                          int32_t inter, int32_t kv_heads, int32_t post_norms, int32_t qk_norm,
+                                          int32_t eps_bits, int32_t offset_bits, int32_t interleaved,
+                                          int32_t scale_bits);
+void decode_layer_int8_kv4_o(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                             int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                             int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                             int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_o_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                  int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                  int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                  int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_o_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                  int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                  int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                  int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_gate_up(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                   int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                   int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                   int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_gate_up_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                        int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter,
+                                        int32_t kv_heads, int32_t post_norms, int32_t qk_norm, int32_t eps_bits,
+                                        int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_gate_up_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores,
+                                        int32_t gelu, int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter,
+                                        int32_t kv_heads, int32_t post_norms, int32_t qk_norm, int32_t eps_bits,
+                                        int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_down(const uint8_t* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_down_give(xk::bf16* slice, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                     int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                     int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                     int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_down_take(const xk::bf16* act, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                     int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
+                                     int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
+                                     int32_t interleaved, int32_t scale_bits);
+void decode_layer_int8_kv4_down_result(xk::bf16* out, int32_t context, int32_t core, int32_t cores, int32_t gelu,
+                                       int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter,
+                                       int32_t kv_heads, int32_t post_norms, int32_t qk_norm, int32_t eps_bits,
+                                       int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
 // lm_head design's stage entry points with int8 weights (lm_head_int8.cc).
 void lm_head_int8_x(const xk::bf16* obj, int32_t cores, int32_t hidden, int32_t vocab, int32_t eps_bits,
                     int32_t offset_bits);
@@ -474,6 +557,8 @@ struct DecodeLayerInt8Kv8State : DecodeLayerInt8State {
   static constexpr int32_t kMaxKvScaleBytes = 32768;
   alignas(32) uint8_t kv_scales[kMaxKvScaleBytes];
 };
+// With an int4 KV cache (decode_layer_int8_kv4.cc): the same scales part (a core's own copy).
+struct DecodeLayerInt8Kv4State : DecodeLayerInt8Kv8State {};
 struct LmHeadInt8State : LmHeadState {
   Int8RowsState i8;  // sums and scales: a ring of two logits objects, as logits
 };
@@ -483,5 +568,6 @@ LmHeadState& lm_head_bf16_state();
 DecodeLayerState& decode_layer_bf16_state();
 DecodeLayerInt8State& decode_layer_int8_state();
 DecodeLayerInt8Kv8State& decode_layer_int8_kv8_state();
+DecodeLayerInt8Kv4State& decode_layer_int8_kv4_state();
 LmHeadInt8State& lm_head_int8_state();
 }  // namespace xk_impl

@@ -98,14 +98,26 @@ struct DecodeLayerShape {
   // scales travel in their own stream part before the int8 K/V blocks, so the runtime sequence
   // stays position-independent (the two scale views carry the position in their addresses).
   bool kv_int8 = false;
+  // decode_layer with int8 weights only: an int4 KV cache (name suffix "_kv4", kernel
+  // decode_layer_int8_kv4): as kv_int8, with each row's values signed int4, two a byte (value
+  // 2i in the low nibble of byte i; scale max|x| / 7, values saturated to +-7), so the values
+  // buffer is [K | V][kv_head][kv_cache_rows][head_dim / 2] bytes; the same scale buffer and
+  // views. Exclusive with kv_int8.
+  bool kv_int4 = false;
 };
+
+// Bits a value of s's KV cache: 16 (bf16), 8 (kv_int8) or 4 (kv_int4).
+inline int64_t kv_bits(const DecodeLayerShape& s) { return s.kv_int4 ? 4 : s.kv_int8 ? 8 : 16; }
 
 // Rows per KV head of decode_layer's resident cache for `s` on `columns` columns: capacity
 // plus the slack the padded per-core reads run past the last position into.
 int64_t kv_cache_rows(const DecodeLayerShape& s, int columns = 8);
 // Positions one core's K (or V) block is padded to in the DDR stream: whole 2 KiB objects
-// (value_bytes: 2 for the bf16 cache, 1 for int8).
-int64_t kv_block_align(int64_t head_dim, int64_t value_bytes = 2);
+// (value_bits: 16 for the bf16 cache, 8 for int8, 4 for int4).
+int64_t kv_block_align(int64_t head_dim, int64_t value_bits = 16);
+// Bits a cached value of a design: 4 or 8 for a decode_layer with the kv_int4 / kv_int8
+// parameter, else 16.
+int64_t kv_value_bits(const Design& d);
 // Positions a core's K/V scale block (8 bytes a position) is padded to: one 2 KiB object.
 inline constexpr int64_t kKvScaleAlign = 256;
 // Where a decode_layer design's `kv` (the read window) and `kv_row` (the new row's slot)
@@ -114,7 +126,7 @@ inline constexpr int64_t kKvScaleAlign = 256;
 int64_t kv_window_offset(const Design& decode_layer);
 int64_t kv_row_offset(const Design& decode_layer);
 int64_t kv_cache_bytes(const Design& decode_layer);
-// An int8-KV decode_layer's scale buffer: where `kv_scales` (the read window) and
+// An int8- or int4-KV decode_layer's scale buffer: where `kv_scales` (the read window) and
 // `kv_row_scales` (the new row's slot) start in it, in bytes, and its size. Throw
 // std::invalid_argument for another design (naming it).
 int64_t kv_scales_window_offset(const Design& decode_layer);

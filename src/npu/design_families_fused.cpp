@@ -19,6 +19,9 @@ using gen::core;
 using gen::cname;
 using gen::crname;
 
+// The design and kernel name suffix of s's KV cache precision.
+std::string kv_suffix(const DecodeLayerShape& s) { return s.kv_int4 ? "_kv4" : s.kv_int8 ? "_kv8" : ""; }
+
 void check_shape(const std::string& fam, const DecodeLayerShape& s) {
   for (auto [what, v] : {std::pair{"hidden", s.hidden}, {"heads", s.heads}, {"kv_heads", s.kv_heads},
                          {"head_dim", s.head_dim}, {"intermediate", s.intermediate}, {"context", s.context}})
@@ -66,18 +69,21 @@ struct Stages {
   int64_t positions_per_core() const { return ceil_div(s.context, cores_per_kv()); }
   int64_t kv_bytes() const { return kv_per_core() * 2 * positions_per_core() * s.head_dim * 2; }
   // decode_layer's kv part: each K and V block padded to whole objects (read in place); an
-  // int8 cache (kv_int8) holds a byte a value, and its scales part holds, per KV head of the
-  // core, 8 bytes a position (K scale, V scale) padded to whole objects.
-  int64_t kv_value_bytes() const { return s.kv_int8 ? 1 : 2; }
+  // int8 cache (kv_int8) holds a byte a value, an int4 cache (kv_int4) half a byte, and their
+  // scales part holds, per KV head of the core, 8 bytes a position (K scale, V scale) padded to
+  // whole objects.
+  int64_t kv_value_bits() const { return kv_bits(s); }
+  bool kv_scaled() const { return kv_value_bits() < 16; }
+  int64_t kv_row_bytes() const { return s.head_dim * kv_value_bits() / 8; }  // one head's row
   int64_t stream_positions() const {
-    return round_up(positions_per_core(), kv_block_align(s.head_dim, kv_value_bytes()));
+    return round_up(positions_per_core(), kv_block_align(s.head_dim, kv_value_bits()));
   }
-  int64_t kv_stream_bytes() const { return kv_per_core() * 2 * stream_positions() * s.head_dim * kv_value_bytes(); }
+  int64_t kv_stream_bytes() const { return kv_per_core() * 2 * stream_positions() * kv_row_bytes(); }
   int64_t kv_scale_stream_bytes() const {
-    return s.kv_int8 ? kv_per_core() * round_up(positions_per_core(), kKvScaleAlign) * 8 : 0;
+    return kv_scaled() ? kv_per_core() * round_up(positions_per_core(), kKvScaleAlign) * 8 : 0;
   }
-  // The new token's K/V row as drained: values, then (int8) a K and V scale per KV head.
-  int64_t kv_new_bytes() const { return 2 * kv_dim() * kv_value_bytes() + (s.kv_int8 ? s.kv_heads * 8 : 0); }
+  // The new token's K/V row as drained: values, then (int8 / int4) a K and V scale per KV head.
+  int64_t kv_new_bytes() const { return 2 * s.kv_heads * kv_row_bytes() + (kv_scaled() ? s.kv_heads * 8 : 0); }
   int64_t attn_partial_bytes() const {  // per core: bf16 out, f32 max and sum per query head
     return kv_per_core() * (s.heads / s.kv_heads) * (s.head_dim * 2 + 8);
   }
@@ -105,29 +111,29 @@ struct Stages {
 // then the block's objects (a fill per object and core where the cores are not one stride apart). Reads past a core's positions (padding to whole objects, the next
 // core's rows) land in positions the kernel skips; so does the new row's slot (the kernel takes
 // the new K/V from the array), which the drain writes.
-// With an int8 cache (kv_int8) the scale buffer, f32 [heads_alloc][rows][K scale, V scale], is
-// read and written the same way through its own views (`kv_scales` from row `first`,
+// With an int8 or int4 cache (kv_int8, kv_int4) the scale buffer, f32 [heads_alloc][rows]
+// [K scale, V scale], is read and written the same way through its own views (`kv_scales` from row `first`,
 // `kv_row_scales` from row `pos`): scale_fills before the values' fills, scale_drains after the
 // values' drains (the kv_new object is [K][V][scales]).
 struct ResidentKv {
   int64_t rows = 0, heads_alloc = 0, bytes = 0, window_bytes = 0, slot_bytes = 0;
   std::vector<std::vector<AccessPattern>> fills;  // per column, relative to row `first`
   std::vector<AccessPattern> drains;              // relative to row `pos`
-  int64_t scale_bytes = 0, scale_window_bytes = 0, scale_slot_bytes = 0;  // int8 cache only
+  int64_t scale_bytes = 0, scale_window_bytes = 0, scale_slot_bytes = 0;  // int8 / int4 cache only
   std::vector<std::vector<AccessPattern>> scale_fills;
   std::vector<AccessPattern> scale_drains;
 };
 
 ResidentKv resident_kv(const Stages& st, int columns, int64_t first, int64_t pos, int64_t capacity_rows) {
   const DecodeLayerShape& s = st.s;
-  const int64_t D = s.head_dim, W = 4, obj_words = kObj / W, vb = st.kv_value_bytes(), row_words = D * vb / W;
+  const int64_t W = 4, obj_words = kObj / W, rb = st.kv_row_bytes(), row_words = rb / W;
   const int64_t cpk = st.cores_per_kv(), kvpc = st.kv_per_core(), ppc = st.positions_per_core();
   ResidentKv r;
   r.rows = capacity_rows;
   r.heads_alloc = cpk == 1 ? st.P * kvpc : s.kv_heads;  // cpk 1: every core's heads exist (padding heads)
-  r.bytes = 2 * r.heads_alloc * r.rows * D * vb;
-  r.window_bytes = r.bytes - first * D * vb;
-  r.slot_bytes = r.bytes - pos * D * vb;
+  r.bytes = 2 * r.heads_alloc * r.rows * rb;
+  r.window_bytes = r.bytes - first * rb;
+  r.slot_bytes = r.bytes - pos * rb;
   auto row_at = [&](int64_t kv, int64_t h, int64_t t) { return ((kv * r.heads_alloc + h) * r.rows + t) * row_words; };
   auto scale_at = [&](int64_t, int64_t h, int64_t t) { return (h * r.rows + t) * 2; };  // words
   // Column c's fills of one block per (KV head of the core, which) of `objs` objects, a core's
@@ -155,7 +161,7 @@ ResidentKv resident_kv(const Stages& st, int columns, int64_t first, int64_t pos
       }
     return col;
   };
-  const int64_t objs = st.stream_positions() * D * vb / kObj;
+  const int64_t objs = st.stream_positions() * rb / kObj;
   for (int c = 0; c < columns; ++c) r.fills.push_back(column_fills(c, 2, objs, row_at));
   // The new row: per K / V all heads at once when the head stride fits the shim BD, else per head.
   const auto row_drains = [&](std::vector<AccessPattern>& out, int64_t words, int64_t head_stride, auto at_fn,
@@ -169,7 +175,7 @@ ResidentKv resident_kv(const Stages& st, int columns, int64_t first, int64_t pos
     }
   };
   row_drains(r.drains, row_words, r.rows * row_words, row_at, 2);
-  if (s.kv_int8) {
+  if (st.kv_scaled()) {
     r.scale_bytes = r.heads_alloc * r.rows * 8;
     r.scale_window_bytes = r.scale_bytes - first * 8;
     r.scale_slot_bytes = r.scale_bytes - pos * 8;
@@ -182,8 +188,16 @@ ResidentKv resident_kv(const Stages& st, int columns, int64_t first, int64_t pos
 
 }  // namespace
 
-int64_t kv_block_align(int64_t head_dim, int64_t value_bytes) {
-  const int64_t values = kObj / value_bytes;  // cache values per object
+int64_t kv_value_bits(const Design& d) {
+  const auto on = [&](const char* k) {
+    const auto it = d.params.find(k);
+    return it != d.params.end() && it->second != 0;
+  };
+  return on("kv_int4") ? 4 : on("kv_int8") ? 8 : 16;
+}
+
+int64_t kv_block_align(int64_t head_dim, int64_t value_bits) {
+  const int64_t values = kObj * 8 / value_bits;  // cache values per object
   return values / std::gcd(values, head_dim);
 }
 
@@ -205,47 +219,49 @@ namespace {
 int64_t first_row(const Design& d) {
   return decode_layer_param(d, "position") + 1 - decode_layer_param(d, "context");
 }
-int64_t kv_value_bytes(const Design& d) { return d.params.count("kv_int8") && d.params.at("kv_int8") ? 1 : 2; }
-void check_kv_int8(const Design& d) {
-  if (kv_value_bytes(d) != 1)
-    throw std::invalid_argument("design '" + d.name + "' has no int8 KV cache (no kv_scales / kv_row_scales)");
+// Bytes of one head's cached row of design d.
+int64_t kv_row_bytes(const Design& d) { return decode_layer_param(d, "head_dim") * kv_value_bits(d) / 8; }
+void check_kv_scaled(const Design& d) {
+  if (kv_value_bits(d) == 16)
+    throw std::invalid_argument("design '" + d.name + "' has no int8 or int4 KV cache (no kv_scales / kv_row_scales)");
 }
 
 }  // namespace
 
 int64_t kv_window_offset(const Design& d) {
-  return first_row(d) * decode_layer_param(d, "head_dim") * kv_value_bytes(d);
+  return first_row(d) * kv_row_bytes(d);
 }
 
 int64_t kv_row_offset(const Design& d) {
-  return decode_layer_param(d, "position") * decode_layer_param(d, "head_dim") * kv_value_bytes(d);
+  return decode_layer_param(d, "position") * kv_row_bytes(d);
 }
 
 int64_t kv_cache_bytes(const Design& d) {
-  return 2 * decode_layer_param(d, "kv_heads_alloc") * decode_layer_param(d, "kv_rows") *
-         decode_layer_param(d, "head_dim") * kv_value_bytes(d);
+  return 2 * decode_layer_param(d, "kv_heads_alloc") * decode_layer_param(d, "kv_rows") * kv_row_bytes(d);
 }
 
 int64_t kv_scales_window_offset(const Design& d) {
-  check_kv_int8(d);
+  check_kv_scaled(d);
   return first_row(d) * 8;
 }
 
 int64_t kv_scales_row_offset(const Design& d) {
-  check_kv_int8(d);
+  check_kv_scaled(d);
   return decode_layer_param(d, "position") * 8;
 }
 
 int64_t kv_scales_bytes(const Design& d) {
-  check_kv_int8(d);
+  check_kv_scaled(d);
   return decode_layer_param(d, "kv_heads_alloc") * decode_layer_param(d, "kv_rows") * 8;
 }
 
 int64_t kv_cache_rows(const DecodeLayerShape& s, int columns) {
   const int64_t P = int64_t(columns) * kCores, cpk = std::max<int64_t>(1, P / std::max<int64_t>(1, s.kv_heads));
-  // The padded per-core reads run past the last position by less than a block (int8: also a
-  // scale block).
-  const int64_t slack = s.kv_int8 ? std::max(kv_block_align(s.head_dim, 1), kKvScaleAlign) : kv_block_align(s.head_dim);
+  // The padded per-core reads run past the last position by less than a block (int8 / int4:
+  // also a scale block).
+  const int64_t bits = kv_bits(s);
+  const int64_t slack =
+      bits < 16 ? std::max(kv_block_align(s.head_dim, bits), kKvScaleAlign) : kv_block_align(s.head_dim);
   return std::max(s.capacity, s.context) + cpk + slack;
 }
 
@@ -342,6 +358,9 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   // configuration (the context is a runtime parameter).
   check(!shape.kv_int8 || dtype == DType::I8, fam,
         "an int8 KV cache needs int8 weights (kernel decode_layer_int8_kv8), got " + std::string(dtype_name(dtype)));
+  check(!shape.kv_int4 || dtype == DType::I8, fam,
+        "an int4 KV cache needs int8 weights (kernel decode_layer_int8_kv4), got " + std::string(dtype_name(dtype)));
+  check(!(shape.kv_int8 && shape.kv_int4), fam, "kv_int8 and kv_int4 are exclusive (one KV cache precision)");
   check(shape.capacity == 0 || shape.capacity >= shape.context, fam,
         "KV capacity " + std::to_string(shape.capacity) + " is smaller than the context " + std::to_string(shape.context));
   DecodeLayerShape s = shape;
@@ -353,13 +372,14 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   f.family = fam;
   f.columns = columns;
   f.name = fam + "_" + std::string(dtype_name(dtype)) + "_" + shape_name(s) + (s.post_norms ? "_pn" : "") +
-           (s.kv_int8 ? "_kv8" : "") + "_c" + std::to_string(columns);
+           kv_suffix(s) + "_c" + std::to_string(columns);
   f.params = {{"hidden", s.hidden},     {"heads", s.heads},       {"kv_heads", s.kv_heads},
               {"head_dim", s.head_dim}, {"intermediate", s.intermediate}, {"context", s.context},
               {"qk_norm", s.qk_norm},   {"gelu", s.gelu}};
   if (s.window > 0) f.params["window"] = s.window;
   if (s.post_norms) f.params["post_norms"] = 1;
   if (s.kv_int8) f.params["kv_int8"] = 1;
+  if (s.kv_int4) f.params["kv_int4"] = 1;
   // The resident cache: positions [first, pos] are read (pos, the new token's, is drained);
   // `first` and `pos` only place the kv / kv_row arguments inside it (kv_window_offset).
   const int64_t pos = shape.context - 1, first = shape.context - s.context;
@@ -377,7 +397,8 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
                 down_rows = st.row_bytes(s.hidden, s.intermediate);
   const int64_t w_rest = o_rows + post + s.hidden * 2 + gate_up_rows + down_rows + post;
   f.parts = {{"x", s.hidden * 2, true}, {"weights", w_attn, false}, {"rope", 2 * s.head_dim * 2, true}};
-  if (s.kv_int8) f.parts.push_back({"kv_scales", st.kv_scale_stream_bytes(), false, kv.scale_fills, kv.scale_window_bytes});
+  if (st.kv_scaled())
+    f.parts.push_back({"kv_scales", st.kv_scale_stream_bytes(), false, kv.scale_fills, kv.scale_window_bytes});
   f.parts.push_back({"kv", st.kv_stream_bytes(), false, kv.fills, kv.window_bytes});
   f.parts.push_back({"weights_rest", w_rest, false});
   const int64_t macs = st.rows(n_qkv) * s.hidden + st.attn_macs() + st.rows(s.hidden) * st.q_dim() +
@@ -386,7 +407,7 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   const int64_t ops = (s.post_norms ? 4 : 2) * s.hidden * 3 + 2 * s.hidden + st.rope_ops() + st.attn_ops() +
                       st.act_ops();
   // post_norms is always passed (0 or 1): Qwen3 and Gemma 3 layers call one signature.
-  f.kernel = {"decode_layer_" + std::string(dtype_name(dtype)) + (s.kv_int8 ? "_kv8" : ""), dtype,
+  f.kernel = {"decode_layer_" + std::string(dtype_name(dtype)) + kv_suffix(s), dtype,
               {{"context", s.context}, {"cores", st.P}, {"gelu", s.gelu}, {"head_dim", s.head_dim},
                {"heads", s.heads}, {"hidden", s.hidden}, {"intermediate", s.intermediate},
                {"kv_heads", s.kv_heads}, {"post_norms", s.post_norms ? 1 : 0}, {"qk_norm", s.qk_norm}},
@@ -406,7 +427,7 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   f.kv_new_arg = "kv_row";
   f.kv_new_drains = kv.drains;
   f.kv_new_arg_bytes = kv.slot_bytes;
-  if (s.kv_int8) {  // the row's values into kv_row, then its scales into kv_row_scales
+  if (st.kv_scaled()) {  // the row's values into kv_row, then its scales into kv_row_scales
     f.kv_new_drain_args.assign(kv.drains.size(), {"kv_row", kv.slot_bytes});
     f.kv_new_drains.insert(f.kv_new_drains.end(), kv.scale_drains.begin(), kv.scale_drains.end());
     f.kv_new_drain_args.resize(f.kv_new_drains.size(), {"kv_row_scales", kv.scale_slot_bytes});
@@ -419,7 +440,7 @@ Design decode_layer_design(DType dtype, const DecodeLayerShape& shape, int colum
   f.stages = {{"x", s.hidden * 2, true},
               {"qkv", w_attn, true, 1},
               {"rope", 2 * s.head_dim * 2, true, 0, {"kv_new"}}};
-  if (s.kv_int8) f.stages.push_back({"kv_scales", st.kv_scale_stream_bytes(), true});
+  if (st.kv_scaled()) f.stages.push_back({"kv_scales", st.kv_scale_stream_bytes(), true});
   f.stages.insert(f.stages.end(),
                   {{"attention", st.kv_stream_bytes(), true, int(st.attn_objects(f.slice_bytes))},
                    {"o", o_rows + post, true, 1},

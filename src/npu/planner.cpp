@@ -243,10 +243,14 @@ DecoderPlan plan_decoder(const DecoderPlanInput& m, const DecoderPlanOptions& o)
     throw std::invalid_argument("plan_decoder: " + m.name + " has " + std::to_string(m.layers) +
                                 " layers and a vocabulary of " + std::to_string(m.vocab));
   if (o.context < 1) throw std::invalid_argument("plan_decoder: context must be at least 1");
-  if (o.kv != DType::BF16 && o.kv != DType::I8)
-    throw std::invalid_argument("plan_decoder: the KV cache must be bf16 or int8, not " + std::string(dtype_name(o.kv)));
+  if (o.kv != DType::BF16 && o.kv != DType::I8 && o.kv != DType::I4)
+    throw std::invalid_argument("plan_decoder: the KV cache must be bf16, int8 or int4, not " +
+                                std::string(dtype_name(o.kv)));
   if ((o.kv == DType::I8 || m.shape.kv_int8) && o.weights != DType::I8)
     throw std::invalid_argument("plan_decoder: an int8 KV cache needs int8 weights (decode_layer_int8_kv8), not " +
+                                std::string(dtype_name(o.weights)));
+  if ((o.kv == DType::I4 || m.shape.kv_int4) && o.weights != DType::I8)
+    throw std::invalid_argument("plan_decoder: an int4 KV cache needs int8 weights (decode_layer_int8_kv4), not " +
                                 std::string(dtype_name(o.weights)));
   DecoderPlan plan;
   plan.model = m;
@@ -264,7 +268,9 @@ DecoderPlan plan_decoder(const DecoderPlanInput& m, const DecoderPlanOptions& o)
     lp.layer = i;
     lp.local = m.sliding_window > 0 && i < int64_t(m.layer_is_local.size()) && m.layer_is_local[size_t(i)];
     DecodeLayerShape s = m.shape;
-    s.kv_int8 = m.shape.kv_int8 || o.kv == DType::I8;
+    // o.kv, when not bf16, sets the cache's precision (else the model's shape does).
+    s.kv_int8 = o.kv == DType::I8 || (o.kv == DType::BF16 && m.shape.kv_int8);
+    s.kv_int4 = o.kv == DType::I4 || (o.kv == DType::BF16 && m.shape.kv_int4);
     s.context = lp.local ? std::min(o.context, m.sliding_window) : o.context;
     s.window = lp.local ? m.sliding_window : 0;  // a runtime parameter: local and global layers share the design
     // decode_layer: the token at position context - 1 of a resident cache of `context` positions

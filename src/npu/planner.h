@@ -65,7 +65,7 @@ struct DecoderPlanOptions {
   DType weights = DType::I8;  // bf16, bfp16 or i8
   int64_t context = 1024;     // KV positions per token (the decode position)
   int columns = 8;
-  DType kv = DType::BF16;     // the resident KV cache: bf16, or i8 (int8 weights only: decode_layer_int8_kv8)
+  DType kv = DType::BF16;     // the resident KV cache: bf16, or i8 / i4 (int8 weights only: decode_layer_int8_kv8 / _kv4)
 };
 
 struct DecoderLayerPlan {

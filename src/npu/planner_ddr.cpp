@@ -42,7 +42,7 @@ const char* const kNames[kItems][2] = {
     {"norm gammas", "RMSNorm / QK-norm gammas, one copy in every core's stream"},
     {"stream object padding", "each weight stream part padded to whole 2 KiB objects per core"},
     {"kv values read", "the resident cache's K and V blocks, each core's positions padded to whole objects"},
-    {"kv scales read", "int8 cache: f32 K and V scale per position, a core's block padded to whole objects"},
+    {"kv scales read", "int8 / int4 cache: f32 K and V scale per position, a core's block padded to whole objects"},
     {"kv row write", "the new token's K / V row and its scales, drained into the cache"},
     {"x (a copy per core)", "the layer input, one 2 KiB object read for every core"},
     {"rope row (a copy per core)", "cos / sin of the position, one object read for every core"},

@@ -199,7 +199,9 @@ std::vector<aie::bf16> kv_new_row(const Design& d, const HostArgs& args) {
 }
 
 void append_kv_new(const Design& d, const HostArgs& args, SimKvCache& kv) {
-  if (d.params.count("kv_int8") && d.params.at("kv_int8")) kv.append_int8(read_drain(d, args, "kv_new"));
+  const int64_t bits = kv_value_bits(d);
+  if (bits == 4) kv.append_int4(read_drain(d, args, "kv_new"));
+  else if (bits == 8) kv.append_int8(read_drain(d, args, "kv_new"));
   else kv.append(kv_new_row(d, args));
 }
 
@@ -268,7 +270,8 @@ SimLayerResult fused_decode_layer(const DecodeLayerShape& shape, const SimLayerW
   DecodeLayerShape s = shape;
   s.context = kv.length + 1;
   s.capacity = kv.max_len;
-  s.kv_int8 = kv.int8;
+  s.kv_int8 = kv.int8 && !kv.int4;
+  s.kv_int4 = kv.int4;
   const Design d = decode_layer_design(kv.int8 ? DType::I8 : DType::BF16, s, columns);
   HostArgs a = pack_decode_layer(d, w, x, rope, kv);
   run_design(d, a, k);

@@ -44,24 +44,32 @@ struct SimLayerWeights {
 };
 
 // A layer's KV cache as npu-sim keeps it in DDR: bf16 [kv_head][max_len][head_dim]; with
-// int8 set (an int8 KV cache: DecodeLayerShape::kv_int8) the designs read k8 / v8, int8
-// [kv_head][max_len][head_dim], and scales, f32 [kv_head][max_len][K scale, V scale], and k / v
-// hold the same rows dequantized (bf16(q * scale): a host-side mirror, not what is read).
+// int8 set (a quantized KV cache: DecodeLayerShape::kv_int8, or kv_int4 with int4 also set) the
+// designs read k8 / v8, the quantized values one a byte [kv_head][max_len][head_dim] (int4: in
+// [-7, 7], packed two a byte into the resident buffer), and scales, f32 [kv_head][max_len]
+// [K scale, V scale], and k / v hold the same rows dequantized (bf16(q * scale): a host-side
+// mirror, not what is read).
 struct SimKvCache {
   int64_t kv_heads = 0, head_dim = 0, max_len = 0, length = 0;
   std::vector<aie::bf16> k, v;
-  bool int8 = false;
+  bool int8 = false, int4 = false;
   std::vector<int8_t> k8, v8;
   std::vector<float> scales;
   SimKvCache() = default;
-  SimKvCache(int64_t kv_heads, int64_t head_dim, int64_t max_len, bool int8 = false);
+  // int4 (an int4 cache) implies int8 (quantized).
+  SimKvCache(int64_t kv_heads, int64_t head_dim, int64_t max_len, bool int8 = false, bool int4 = false);
   // Appends one position from a bf16 kv_new row (k [kv_heads x head_dim] then v; an int8 cache
   // quantizes it as the kernel does); throws when full.
   void append(std::span<const aie::bf16> kv_row);
   // Appends one position from an int8 kv_new row as drained ([K int8][V int8][per KV head:
   // K scale, V scale f32]); throws unless int8, when full or for a row of another size.
   void append_int8(std::span<const uint8_t> kv_row);
-  // An int8 cache: (re)quantizes positions [from, to) from k / v (rows written there directly,
+  // Appends one position from an int4 kv_new row as drained ([K int4][V int4], two a byte, low
+  // nibble first, then the scales); throws unless int4, when full or for a row of another size.
+  void append_int4(std::span<const uint8_t> kv_row);
+  // (append_int8 / append_int4's common part: the row's values and scales into k8 / v8, scales, k, v.)
+  void append_quantized(std::span<const uint8_t> kv_row);
+  // An int8 / int4 cache: (re)quantizes positions [from, to) from k / v (rows written there directly,
   // e.g. a prefill done on the host); nothing for a bf16 cache.
   void quantize_rows(int64_t from, int64_t to);
 };
@@ -96,8 +104,8 @@ HostArgs pack_lm_head(const Design& d, std::span<const float> gamma, std::span<c
 // sizes).
 void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k = {});
 
-// Appends the new K/V row a decode_layer invocation drained to `kv` (bf16, or int8 rows and
-// their scales for an int8-KV design).
+// Appends the new K/V row a decode_layer invocation drained to `kv` (bf16, or int8 / int4 rows
+// and their scales for an int8- / int4-KV design).
 void append_kv_new(const Design& d, const HostArgs& args, SimKvCache& kv);
 // The new K/V row (k [kv_heads x head_dim] then v) a decode_layer or qkv_rope invocation drained.
 std::vector<aie::bf16> kv_new_row(const Design& d, const HostArgs& args);
@@ -115,7 +123,8 @@ struct SimLayerResult {
 
 // Route A: the whole layer as one decode_layer design (context = kv.length + 1, at most
 // shape.window when set), the new K/V row appended to `kv` from the kv_new output. An int8
-// `kv` (SimKvCache::int8) runs decode_layer_int8_kv8 (int8 weights, int8 KV cache).
+// `kv` (SimKvCache::int8) runs decode_layer_int8_kv8 (int8 weights, int8 KV cache), an int4 one
+// (SimKvCache::int4) decode_layer_int8_kv4.
 SimLayerResult fused_decode_layer(const DecodeLayerShape& shape, const SimLayerWeights& w,
                                   std::span<const aie::bf16> x, std::span<const float> rope, SimKvCache& kv,
                                   const SimKernelArgs& k = {}, int columns = 8);

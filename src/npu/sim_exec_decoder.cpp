@@ -15,7 +15,7 @@ namespace xdna::npu {
 SimDecoderState::SimDecoderState(const SimDecoderModel& m, int64_t max_len) {
   static std::atomic<uint64_t> next{1};
   sequence_id = next++;
-  for (size_t i = 0; i < m.layers.size(); ++i) kv.emplace_back(m.shape.kv_heads, m.shape.head_dim, max_len, m.shape.kv_int8);
+  for (size_t i = 0; i < m.layers.size(); ++i) kv.emplace_back(m.shape.kv_heads, m.shape.head_dim, max_len, m.shape.kv_int8, m.shape.kv_int4);
 }
 
 SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecoderState& state) {

@@ -37,7 +37,7 @@ struct SimDecoderModel {
   // lm_head_int8: every matrix quantized per row when packed, aie_kernels/fused_stage_int8.h).
   DType weights = DType::BF16;
   // shape.kv_int8 (with i8 weights): an int8 KV cache (decode_layer_int8_kv8; the state's
-  // caches are made int8).
+  // caches are made int8); shape.kv_int4 likewise an int4 one (decode_layer_int8_kv4).
 };
 
 struct SimDecoderState {

@@ -143,9 +143,11 @@ int64_t rest_bytes(const Geometry& g) {
 
 }  // namespace
 
-SimKvCache::SimKvCache(int64_t kv_heads_, int64_t head_dim_, int64_t max_len_, bool int8_)
+SimKvCache::SimKvCache(int64_t kv_heads_, int64_t head_dim_, int64_t max_len_, bool int8_, bool int4_)
     : kv_heads(kv_heads_), head_dim(head_dim_), max_len(max_len_),
-      k(size_t(kv_heads_ * max_len_ * head_dim_)), v(size_t(kv_heads_ * max_len_ * head_dim_)), int8(int8_) {
+      k(size_t(kv_heads_ * max_len_ * head_dim_)), v(size_t(kv_heads_ * max_len_ * head_dim_)), int8(int8_ || int4_),
+      int4(int4_) {
+  if (int4 && head_dim % 2 != 0) throw std::invalid_argument("npu-sim: an int4 KV cache needs an even head_dim");
   if (int8) {
     k8.resize(k.size()), v8.resize(v.size());
     scales.resize(size_t(kv_heads * max_len * 2));
@@ -155,30 +157,54 @@ SimKvCache::SimKvCache(int64_t kv_heads_, int64_t head_dim_, int64_t max_len_, b
 void SimKvCache::quantize_rows(int64_t from, int64_t to) {
   if (!int8) return;
   if (from < 0 || to > max_len) throw std::invalid_argument("npu-sim: KV rows past the cache");
+  const int32_t D = int32_t(head_dim);
+  std::vector<uint8_t> packed(size_t(D / 2));
+  // As the kernel quantizes a row (quantize_row, or quantize_row_int4 then unpacked to k8 / v8).
+  const auto quantize = [&](const aie::bf16* x, int8_t* q) {
+    if (!int4) return xk_fused::quantize_row(x, q, D);
+    const float scale = xk_fused::quantize_row_int4(x, packed.data(), D);
+    xk_fused::unpack_int4(packed.data(), q, D);
+    return scale;
+  };
   for (int64_t h = 0; h < kv_heads; ++h)
     for (int64_t t = from; t < to; ++t) {
       const size_t at = size_t((h * max_len + t) * head_dim);
-      scales[size_t((h * max_len + t) * 2)] = xk_fused::quantize_row(k.data() + at, k8.data() + at, int32_t(head_dim));
-      scales[size_t((h * max_len + t) * 2 + 1)] =
-          xk_fused::quantize_row(v.data() + at, v8.data() + at, int32_t(head_dim));
+      scales[size_t((h * max_len + t) * 2)] = quantize(k.data() + at, k8.data() + at);
+      scales[size_t((h * max_len + t) * 2 + 1)] = quantize(v.data() + at, v8.data() + at);
     }
 }
 
 void SimKvCache::append_int8(std::span<const uint8_t> row) {
-  const int64_t kvd = kv_heads * head_dim;
-  if (!int8) throw std::invalid_argument("npu-sim: an int8 KV row for a bf16 KV cache");
-  if (int64_t(row.size()) != 2 * kvd + kv_heads * 8)
-    throw std::invalid_argument("npu-sim: int8 kv row of " + std::to_string(row.size()) + " bytes, expected " +
-                                std::to_string(2 * kvd + kv_heads * 8));
+  if (!int8 || int4)
+    throw std::invalid_argument(std::string("npu-sim: an int8 KV row for a") + (int4 ? "n int4" : " bf16") + " KV cache");
+  append_quantized(row);
+}
+
+void SimKvCache::append_int4(std::span<const uint8_t> row) {
+  if (!int4) throw std::invalid_argument(std::string("npu-sim: an int4 KV row for a") + (int8 ? "n int8" : " bf16") + " KV cache");
+  append_quantized(row);
+}
+
+void SimKvCache::append_quantized(std::span<const uint8_t> row) {
+  const int64_t kvd = kv_heads * head_dim, values = int4 ? kvd : 2 * kvd;  // bytes of the K and V values
+  if (int64_t(row.size()) != values + kv_heads * 8)
+    throw std::invalid_argument(std::string("npu-sim: ") + (int4 ? "int4" : "int8") + " kv row of " +
+                                std::to_string(row.size()) + " bytes, expected " +
+                                std::to_string(values + kv_heads * 8));
   if (length >= max_len) throw std::invalid_argument("npu-sim: KV cache full (" + std::to_string(max_len) + ")");
   for (int64_t h = 0; h < kv_heads; ++h) {
     const size_t at = size_t((h * max_len + length) * head_dim);
     float sc[2];
-    std::memcpy(sc, row.data() + 2 * kvd + h * 8, 8);
+    std::memcpy(sc, row.data() + values + h * 8, 8);
     scales[size_t((h * max_len + length) * 2)] = sc[0];
     scales[size_t((h * max_len + length) * 2 + 1)] = sc[1];
-    std::memcpy(k8.data() + at, row.data() + h * head_dim, size_t(head_dim));
-    std::memcpy(v8.data() + at, row.data() + kvd + h * head_dim, size_t(head_dim));
+    if (int4) {
+      xk_fused::unpack_int4(row.data() + h * head_dim / 2, k8.data() + at, int32_t(head_dim));
+      xk_fused::unpack_int4(row.data() + (kvd + h * head_dim) / 2, v8.data() + at, int32_t(head_dim));
+    } else {
+      std::memcpy(k8.data() + at, row.data() + h * head_dim, size_t(head_dim));
+      std::memcpy(v8.data() + at, row.data() + kvd + h * head_dim, size_t(head_dim));
+    }
     for (int64_t i = 0; i < head_dim; ++i) {
       k[at + size_t(i)] = aie::to_bf16(float(k8[at + size_t(i)]) * sc[0], kSimRounding);
       v[at + size_t(i)] = aie::to_bf16(float(v8[at + size_t(i)]) * sc[1], kSimRounding);
@@ -265,22 +291,30 @@ void check_kv(const Design& d, const Geometry& g, const SimKvCache& kv) {
   if (kv.kv_heads != g.kv_heads || kv.head_dim != g.D) fail(d, "KV cache shape does not match the design");
 }
 
-bool kv_int8(const Design& d) { return d.params.count("kv_int8") && param(d, "kv_int8"); }
-
 // decode_layer's kv part per core: each K and V block padded to whole objects
-// (design_families_fused.cpp, kv_block_align); an int8 cache's scales part before it.
-int64_t kv_stream_bytes(const Geometry& g, bool int8) {
-  const int64_t vb = int8 ? 1 : 2;
-  return g.kv_per_core() * 2 * round_up(g.ppc(), kv_block_align(g.D, vb)) * g.D * vb;
+// (design_families_fused.cpp, kv_block_align); an int8 / int4 cache's scales part before it.
+int64_t kv_stream_bytes(const Geometry& g, int64_t bits) {
+  return g.kv_per_core() * 2 * round_up(g.ppc(), kv_block_align(g.D, bits)) * g.D * bits / 8;
+}
+
+std::string kv_type_name(int64_t bits) { return bits == 4 ? "int4" : bits == 8 ? "int8" : "bf16"; }
+int64_t kv_cache_bits(const SimKvCache& kv) { return kv.int4 ? 4 : kv.int8 ? 8 : 16; }
+
+// Refuses a cache of another type than design d reads, naming both.
+void check_kv_type(const Design& d, const SimKvCache& kv) {
+  const int64_t bits = kv_value_bits(d);
+  if (bits != kv_cache_bits(kv))
+    fail(d, std::string(bits == 16 ? "reads a " : "reads an ") + kv_type_name(bits) + " KV cache; the cache given is " +
+                kv_type_name(kv_cache_bits(kv)));
 }
 int64_t kv_scale_stream_bytes(const Geometry& g) { return g.kv_per_core() * round_up(g.ppc(), kKvScaleAlign) * 8; }
 
-// An int8 cache's scales into a view of the resident scale buffer, f32 [kv_heads_alloc][kv_rows]
+// An int8 / int4 cache's scales into a view of the resident scale buffer, f32 [kv_heads_alloc][kv_rows]
 // [K scale, V scale] (the rest zero): `out` holds the buffer from byte `base` on (kv_scales or
 // kv_row_scales: kv_scales_window_offset / kv_scales_row_offset).
 void write_resident_scales(const Design& d, const SimKvCache& kv, int64_t base, std::vector<uint8_t>& out) {
   const int64_t rows = param(d, "kv_rows");
-  if (!kv.int8) fail(d, "reads an int8 KV cache; the cache given is bf16");
+  check_kv_type(d, kv);
   if (kv.length > rows || base < 0 || int64_t(out.size()) + base != kv_scales_bytes(d))
     fail(d, "the resident KV scale buffer does not fit the cached positions");
   for (int64_t h = 0; h < kv.kv_heads; ++h) {
@@ -298,19 +332,27 @@ void write_resident_scales(const Design& d, const SimKvCache& kv, int64_t base, 
 // from byte `base` on (the kv or kv_row argument, kv_window_offset / kv_row_offset).
 void write_resident_kv(const Design& d, const SimKvCache& kv, int64_t base, std::vector<uint8_t>& out) {
   const int64_t HA = param(d, "kv_heads_alloc"), rows = param(d, "kv_rows"), D = kv.head_dim;
-  const bool int8 = kv_int8(d);
-  const int64_t vb = int8 ? 1 : 2;
-  if (int8 != kv.int8)
-    fail(d, int8 ? "reads an int8 KV cache; the cache given is bf16" : "reads a bf16 KV cache; the cache given is int8");
+  check_kv_type(d, kv);
+  const int64_t bits = kv_cache_bits(kv), rb = D * bits / 8;  // bytes of a head's row
   if (kv.length > rows || base < 0 || int64_t(out.size()) + base != kv_cache_bytes(d))
     fail(d, "the resident KV cache does not fit the cached positions");
+  std::vector<uint8_t> packed;  // int4: a head's cached rows, two values a byte (low nibble first)
   for (int64_t which = 0; which < 2; ++which)
     for (int64_t h = 0; h < kv.kv_heads; ++h) {
-      const int64_t at = ((which * HA + h) * rows) * D * vb, n = kv.length * D * vb;  // bytes in the cache
+      const int64_t at = ((which * HA + h) * rows) * rb, n = kv.length * rb;  // bytes in the cache
       const int64_t from = std::max(at, base);
       if (from >= at + n) continue;
-      const uint8_t* src = int8 ? reinterpret_cast<const uint8_t*>((which == 0 ? kv.k8 : kv.v8).data() + h * kv.max_len * D)
-                                : reinterpret_cast<const uint8_t*>((which == 0 ? kv.k : kv.v).data() + h * kv.max_len * D);
+      const uint8_t* src = nullptr;
+      if (bits == 16) {
+        src = reinterpret_cast<const uint8_t*>((which == 0 ? kv.k : kv.v).data() + h * kv.max_len * D);
+      } else if (bits == 8) {
+        src = reinterpret_cast<const uint8_t*>((which == 0 ? kv.k8 : kv.v8).data() + h * kv.max_len * D);
+      } else {
+        const int8_t* q = (which == 0 ? kv.k8 : kv.v8).data() + h * kv.max_len * D;
+        packed.assign(size_t(n), 0);
+        for (int64_t i = 0; i < kv.length * D; ++i) packed[size_t(i / 2)] |= uint8_t((q[i] & 0xF) << (4 * (i % 2)));
+        src = packed.data();
+      }
       std::memcpy(out.data() + (from - base), src + (from - at), size_t(at + n - from));
     }
 }
@@ -342,8 +384,8 @@ HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& lw, std::span
       else w.put(later[i].rows.data(), int64_t(later[i].rows.size()));
     };
     put_attn_parts(w, g, lw, x, rope, p, later);
-    if (kv_int8(d)) w.part(kv_scale_stream_bytes(g));  // read in place from the scale buffer (below)
-    w.part(kv_stream_bytes(g, kv_int8(d)));            // read in place from the resident cache (below)
+    if (kv_value_bits(d) < 16) w.part(kv_scale_stream_bytes(g));  // read in place from the scale buffer (below)
+    w.part(kv_stream_bytes(g, kv_value_bits(d)));                 // read in place from the resident cache (below)
     w.part(rest_bytes(g));
     put_later(0, lw.o, g.hidden, g.q_dim(), Rh);
     if (g.post_norms) put_vec(w, lw.post_attn_norm);
@@ -358,7 +400,7 @@ HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& lw, std::span
   scatter_streams(d, streams, a, {"kv", "kv_scales"});
   write_resident_kv(d, kv, kv_window_offset(d), a.at(size_t(arg_index(d, "kv"))));
   write_resident_kv(d, kv, kv_row_offset(d), a.at(size_t(arg_index(d, "kv_row"))));
-  if (kv_int8(d)) {
+  if (kv_value_bits(d) < 16) {
     write_resident_scales(d, kv, kv_scales_window_offset(d), a.at(size_t(arg_index(d, "kv_scales"))));
     write_resident_scales(d, kv, kv_scales_row_offset(d), a.at(size_t(arg_index(d, "kv_row_scales"))));
   }

@@ -139,6 +139,14 @@ StageKernel decode_layer_int8_kv8() {
   return k;
 }
 
+// int8 weights and an int4 KV cache: the same entries as decode_layer_int8_kv8.
+StageKernel decode_layer_int8_kv4() {
+  StageKernel k = LAYER_KERNEL(decode_layer_int8_kv4);
+  k.entries.insert(ENTRY(decode_layer_int8_kv4_kv_scales, LAYER_ARGS));
+  set_state(k, xk_impl::decode_layer_int8_kv4_state());
+  return k;
+}
+
 #undef S
 #undef ENTRY
 #undef LAYER_KERNEL
@@ -179,7 +187,7 @@ std::string state_bounds(const std::string& name, const StageScalars& s) {
   need(cdiv(n_qkv, P) <= B::kMaxRows && cdiv(H, P) <= B::kMaxRows && cdiv(I, P) <= B::kMaxRows && I <= B::kMaxInter,
        "a core's rows past the state's bounds");
   if (name == "attention_decode_bf16" || name == "decode_layer_bf16" || name == "decode_layer_int8" ||
-      name == "decode_layer_int8_kv8") {
+      name == "decode_layer_int8_kv8" || name == "decode_layer_int8_kv4") {
     using A = xk_impl::AttnPartState;
     const int64_t per_core = cdiv(kvh, P), cores_per_kv = std::max<int64_t>(1, P / kvh);
     const int64_t ppc = cdiv(at("context"), cores_per_kv), partial = per_core * group * (D * 2 + 8);
@@ -190,7 +198,7 @@ std::string state_bounds(const std::string& name, const StageScalars& s) {
                               : cdiv(2 * std::max({cdiv(n_qkv, P), cdiv(H, P), cdiv(I, P)}), 4) * 4;
     need(partial <= A::kMaxPartial && P * cdiv(partial, slice) * slice <= A::kMaxGathered,
          "attention partials past the state's bounds");
-    if (name == "decode_layer_int8_kv8")  // the core's K/V scales part (fused_stage.h scale_rows)
+    if (name == "decode_layer_int8_kv8" || name == "decode_layer_int8_kv4")  // the core's K/V scales part (scale_rows)
       need(per_core * cdiv(ppc, 256) * kObj <= xk_impl::DecodeLayerInt8Kv8State::kMaxKvScaleBytes,
            "the core's K/V scales past the state's bounds");
   }
@@ -203,7 +211,7 @@ const StageKernel& stage_kernel(const std::string& name) {
   static const std::map<std::string, StageKernel> kernels = [] {
     std::map<std::string, StageKernel> m;
     for (StageKernel k : {mlp_fused(), qkv_rope(), attention_decode(), lm_head(), decode_layer(), decode_layer_int8(),
-                          decode_layer_int8_kv8(), lm_head_int8()})
+                          decode_layer_int8_kv8(), decode_layer_int8_kv4(), lm_head_int8()})
       m[k.name] = k;
     return m;
   }();

@@ -43,7 +43,7 @@ struct StageKernel {
 
 // The stage kernel written as aie_kernels/<name>.cc (mlp_fused_bf16, qkv_rope_bf16,
 // attention_decode_bf16, lm_head_bf16, decode_layer_bf16, decode_layer_int8, decode_layer_int8_kv8,
-// lm_head_int8); throws std::invalid_argument naming
+// decode_layer_int8_kv4, lm_head_int8); throws std::invalid_argument naming
 // `name` when there is none.
 const StageKernel& stage_kernel(const std::string& name);
 

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 
+#include "aie_kernels/fused_stage_int8.h"  // the int4 KV row format
 #include "core/sha256.h"
 #include "models/decoder.h"
 #include "models/decoder_spec.h"
@@ -160,7 +161,8 @@ namespace {
 // window instead of the spec's (to show the window matters).
 double run_both(const DecoderSpec& s, const std::shared_ptr<const WeightSource>& w, const std::vector<int32_t>& prompt,
                 int n_new, std::vector<int32_t>& host_tokens, std::vector<int32_t>& sim_tokens, SimTokenResult& last,
-                int64_t sim_window = -1, DType weights = DType::BF16, bool kv_int8 = false) {
+                int64_t sim_window = -1, DType weights = DType::BF16, DType kv = DType::BF16,
+                std::vector<std::vector<float>>* host_out = nullptr) {
   Decoder host(s, w);
   DecoderState hs = host.new_state(48);
   DecoderStep hstep = host.forward(prompt, hs);
@@ -171,10 +173,12 @@ double run_both(const DecoderSpec& s, const std::shared_ptr<const WeightSource>&
     host_tokens.push_back(argmax(l, s.vocab_size));
     hstep = host.forward({host_tokens.back()}, hs);
   }
+  if (host_out != nullptr) *host_out = host_logits;
   SimDecoderModel m = sim_model(s, *w);
   if (sim_window >= 0) m.sliding_window = sim_window;
   m.weights = weights;
-  m.shape.kv_int8 = kv_int8;
+  m.shape.kv_int8 = kv == DType::I8;
+  m.shape.kv_int4 = kv == DType::I4;
   SimDecoderState st(m, 48);
   for (int32_t id : prompt) last = fused_decode_token(m, id, st);
   double worst = 0;
@@ -315,7 +319,7 @@ TEST(SimFusedInt8KvLlm, GreedyTokensAndLogitsNearTheHostF32) {
     std::vector<int32_t> host_tokens, sim_tokens;
     SimTokenResult last;
     const double worst =
-        run_both(s, fx.weights, {2, 17, 42, 99, 7}, 8, host_tokens, sim_tokens, last, -1, DType::I8, true);
+        run_both(s, fx.weights, {2, 17, 42, 99, 7}, 8, host_tokens, sim_tokens, last, -1, DType::I8, DType::I8);
     std::printf("%s (window %d), int8 plan, int8 KV: host %s, npu-sim fused %s; worst max|dlogit| / max|logit| "
                 "%.2e\n",
                 name, window, ::testing::PrintToString(host_tokens).c_str(),
@@ -325,6 +329,106 @@ TEST(SimFusedInt8KvLlm, GreedyTokensAndLogitsNearTheHostF32) {
     EXPECT_EQ(last.cost.run.dispatches, 1);
     for (const auto& [design, n] : last.cost.designs)
       if (design.rfind("decode_layer", 0) == 0) EXPECT_NE(design.find("_kv8_"), std::string::npos) << design;
+  }
+}
+
+namespace {
+
+// Row t of a bf16 cache rounded through the int4 KV format on the host: quantize_row_int4, then
+// bf16(q * scale) (what the kv4 kernel's dequantization means, without its exact rescaling).
+void int4_round_trip(SimKvCache& kv, int64_t t) {
+  const int32_t D = int32_t(kv.head_dim);
+  std::vector<uint8_t> packed(static_cast<size_t>(D / 2));
+  std::vector<int8_t> q(static_cast<size_t>(D));
+  for (int64_t h = 0; h < kv.kv_heads; ++h)
+    for (std::vector<aie::bf16>* c : {&kv.k, &kv.v}) {
+      aie::bf16* row = c->data() + (h * kv.max_len + t) * D;
+      const float scale = xk_fused::quantize_row_int4(row, packed.data(), D);
+      xk_fused::unpack_int4(packed.data(), q.data(), D);
+      for (int32_t i = 0; i < D; ++i) row[i] = aie::to_bf16(float(q[size_t(i)]) * scale, kSimRounding);
+    }
+}
+
+// Decode on npu-sim of the prompt, then of `fed` (the host decoder's greedy tokens: every run sees
+// the same tokens); the logits after the prompt and after each fed token but the last.
+// round_trip: after every token, its new K/V rows go through int4_round_trip (a bf16-KV model).
+std::vector<std::vector<float>> sim_fed(const SimDecoderModel& m, const std::vector<int32_t>& prompt,
+                                        const std::vector<int32_t>& fed, bool round_trip) {
+  SimDecoderState st(m, 48);
+  SimTokenResult r;
+  std::vector<std::vector<float>> logits;
+  const auto step = [&](int32_t id) {
+    r = fused_decode_token(m, id, st);
+    if (round_trip)
+      for (SimKvCache& kv : st.kv) int4_round_trip(kv, kv.length - 1);
+  };
+  for (int32_t id : prompt) step(id);
+  for (size_t t = 0; t < fed.size(); ++t) {
+    logits.push_back(r.logits);
+    if (t + 1 < fed.size()) step(fed[t]);
+  }
+  return logits;
+}
+
+// Worst max|a - b| / max|b| over the steps.
+double worst_rel(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  double w = 0;
+  for (size_t t = 0; t < a.size(); ++t) {
+    double span = 0, err = 0;
+    for (size_t v = 0; v < a[t].size(); ++v)
+      span = std::max(span, std::fabs(double(b[t][v]))), err = std::max(err, std::fabs(double(a[t][v]) - b[t][v]));
+    w = std::max(w, err / span);
+  }
+  return w;
+}
+
+}  // namespace
+
+// The int8 plan with an int4 KV cache (decode_layer_int8_kv4: each cached K/V row int4, two a
+// byte, with an f32 scale, max|x| / 7) on the fixtures of the int8 KV cache's gate (prompt of 5,
+// then 8 tokens; random weights: no real checkpoint is quality-tested here). With the host
+// decoder's greedy tokens fed to every run (so that a near-tie cannot send the runs apart):
+// (a) the kernels are the format: the kv4 plan against the bf16-KV int8 plan whose cache rows are
+//     rounded through int4 on the host after every token, within 0.08 of max|logit| (measured
+//     3.1e-2 .. 5.4e-2: bf16(q * scale) against the kernels' exact rescaling, through the int8
+//     activations; at one layer the kv8 kernels sit as far from their own format:
+//     test_sim_fused_kv4.cpp, OutputNearTheBf16LayerOverTheDequantizedCache);
+// (b) the format against the host decoder in f32: 0.12 .. 0.16 of max|logit| measured, over
+//     the int8 plan's gate (0.08; int8 KV 3.4e-2); asserted only as a loose bound (0.25) so that
+//     a broken kernel fails. Free-running greedy (the gate proper: run_both) is printed: it
+//     leaves the host's tokens on Qwen3 and on Gemma 3 with window 6. So int4 KV fails the gate
+//     and is the default nowhere (docs/npu-sim.md).
+TEST(SimFusedInt4KvLlm, KernelsMatchTheFormatWhichMissesTheGate) {
+  for (const auto& [name, window] : {std::pair{"qwen3", 0}, std::pair{"gemma3", 0}, std::pair{"gemma3", 6}}) {
+    const Fixture fx = load(name);
+    DecoderSpec s = fx.spec;
+    if (window > 0) s.sliding_window = window;
+    const std::vector<int32_t> prompt = {2, 17, 42, 99, 7};
+    std::vector<int32_t> host_tokens, sim_tokens;
+    std::vector<std::vector<float>> host;
+    SimTokenResult last;
+    const double gate =
+        run_both(s, fx.weights, prompt, 8, host_tokens, sim_tokens, last, -1, DType::I8, DType::I4, &host);
+    SimDecoderModel m = sim_model(s, *fx.weights);
+    m.weights = DType::I8;
+    const auto rt = sim_fed(m, prompt, host_tokens, /*round_trip=*/true);
+    m.shape.kv_int4 = true;
+    const auto kv4 = sim_fed(m, prompt, host_tokens, /*round_trip=*/false);
+    const double kernels = worst_rel(kv4, rt), format = worst_rel(rt, host), fed = worst_rel(kv4, host);
+    std::printf("%s (window %d), int8 plan, int4 KV, host tokens fed: kv4 vs int4-rounded cache %.2e, int4-rounded "
+                "cache vs host f32 %.2e, kv4 vs host f32 %.2e (gate 0.08); free-running: host %s, npu-sim %s, "
+                "worst %.2e\n",
+                name, window, kernels, format, fed, ::testing::PrintToString(host_tokens).c_str(),
+                ::testing::PrintToString(sim_tokens).c_str(), gate);
+    EXPECT_LE(kernels, 0.08) << name;
+    EXPECT_LE(format, 0.25) << name;
+    EXPECT_LE(fed, 0.25) << name;
+    EXPECT_EQ(last.cost.run.dispatches, 1);
+    for (const auto& [design, n] : last.cost.designs) {
+      if (design.rfind("decode_layer", 0) == 0) {
+        EXPECT_NE(design.find("_kv4_"), std::string::npos) << design;
+      }
+    }
   }
 }
 

@@ -70,7 +70,7 @@ const std::set<std::string>& written_kernels() {
       "eltwise_mul_bf16", "eltwise_gelu_bf16", "eltwise_exp_bf16", "eltwise_scale_bf16", "eltwise_silu_bf16",
       "rope_bf16", "attention_partial_bf16", "attention_encoder_bf16", "mlp_fused_bf16", "conv2d_bf16",
       "qkv_rope_bf16", "attention_decode_bf16", "lm_head_bf16", "decode_layer_bf16", "decode_layer_int8",
-      "decode_layer_int8_kv8", "lm_head_int8", "matmul_bfp16"};
+      "decode_layer_int8_kv8", "decode_layer_int8_kv4", "lm_head_int8", "matmul_bfp16"};
   return written;
 }
 
@@ -90,7 +90,7 @@ std::optional<KernelSource> kernel_source(const std::string& name) {
       "mlp_fused_bf16", "mlp_fused_bfp16", "mlp_fused_int8",
       "qkv_rope_bf16", "qkv_rope_bfp16", "qkv_rope_int8",
       "attention_decode_bf16",
-      "decode_layer_bf16", "decode_layer_bfp16", "decode_layer_int8", "decode_layer_int8_kv8",
+      "decode_layer_bf16", "decode_layer_bfp16", "decode_layer_int8", "decode_layer_int8_kv8", "decode_layer_int8_kv4",
       "lm_head_bf16", "lm_head_bfp16", "lm_head_int8",
       "conv2d_bf16", "attention_encoder_bf16"};
   if (auto it = table.find(name); it != table.end()) return it->second;
@@ -105,7 +105,8 @@ std::optional<KernelSource> kernel_source(const std::string& name) {
     if (name == "qkv_rope_bf16") k.runtime = {eps, off, inter};
     if (name == "lm_head_bf16" || name == "lm_head_int8") k.runtime = {eps, off};
     if (name == "attention_decode_bf16") k.runtime = {scale};
-    if (name == "decode_layer_bf16" || name == "decode_layer_int8" || name == "decode_layer_int8_kv8")
+    if (name == "decode_layer_bf16" || name == "decode_layer_int8" || name == "decode_layer_int8_kv8" ||
+        name == "decode_layer_int8_kv4")
       k.runtime = {eps, off, inter, scale};
     // A conv core receives its weights and epilogue constants as one object (one DMA channel):
     // the packed entry point finds the epilogue behind the weights.

@@ -108,7 +108,7 @@ DeviceFusedDecoder::DeviceFusedDecoder(DeviceRuntime& rt, const SimDecoderModel&
   const Design d1 = layer_design(m, 0, 1), head = head_design(m);
   const std::vector<aie::bf16> zero_x(size_t(H), aie::bf16{});
   const std::vector<float> zero_rope(size_t(m.shape.head_dim), 0.0f);
-  const SimKvCache empty(m.shape.kv_heads, m.shape.head_dim, 1, m.shape.kv_int8);
+  const SimKvCache empty(m.shape.kv_heads, m.shape.head_dim, 1, m.shape.kv_int8, m.shape.kv_int4);
   // The resident cache's layout: every token's design at this capacity has the same kv argument.
   const Design dk = layer_design(m, 0, 1, max_len);
   kv_rows_ = dk.params.at("kv_rows"), kv_heads_alloc_ = dk.params.at("kv_heads_alloc");
@@ -118,7 +118,7 @@ DeviceFusedDecoder::DeviceFusedDecoder(DeviceRuntime& rt, const SimDecoderModel&
     b.weights = upload(rt, a[arg_index(d1, "weights")]);
     b.weights_rest = upload(rt, a[arg_index(d1, "weights_rest")]);
     b.kv = rt.allocate_resident(uint64_t(kv_cache_bytes(dk)));  // zero: no position cached yet
-    if (m.shape.kv_int8) b.kv_scales = rt.allocate_resident(uint64_t(kv_scales_bytes(dk)));
+    if (m.shape.kv_int8 || m.shape.kv_int4) b.kv_scales = rt.allocate_resident(uint64_t(kv_scales_bytes(dk)));
     layers_.push_back(b);
   }
   const HostArgs h = pack_lm_head(head, m.final_norm, m.head, zero_x);
@@ -135,7 +135,7 @@ DeviceFusedDecoder::DeviceFusedDecoder(DeviceRuntime& rt, const SimDecoderModel&
 }
 
 std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state) {
-  const int64_t H = m_.shape.hidden, kvd = m_.shape.kv_heads * m_.shape.head_dim, D = m_.shape.head_dim;
+  const int64_t H = m_.shape.hidden, D = m_.shape.head_dim;
   if (id < 0 || id >= m_.vocab)
     throw std::invalid_argument("npu: token id " + std::to_string(id) + " outside the vocabulary [0, " +
                                 std::to_string(m_.vocab) + ")");
@@ -166,18 +166,27 @@ std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state
       throw std::invalid_argument("npu: layer " + std::to_string(i) + "'s cache is not at the position");
   if (state.sequence_id != sequence_id_ || device_length_ > pos) device_length_ = 0;  // another sequence
   sequence_id_ = state.sequence_id;
-  const bool int8 = m_.shape.kv_int8;
-  const int64_t vb = int8 ? 1 : 2;  // bytes a cached value
+  // A quantized cache (int8 or int4: rows of values plus row scales); int4 values two a byte.
+  const bool int4 = m_.shape.kv_int4, int8 = m_.shape.kv_int8 || int4;
+  const int64_t rb = D * (int4 ? 4 : int8 ? 8 : 16) / 8;  // bytes of one head's cached row
   for (size_t i = 0; i < layers_.size() && device_length_ < pos; ++i) {
     const SimKvCache& kv = state.kv[i];
-    if (kv.int8 != int8) throw std::invalid_argument("npu: layer " + std::to_string(i) + "'s cache is not the model's KV type");
+    if (kv.int8 != int8 || kv.int4 != int4)
+      throw std::invalid_argument("npu: layer " + std::to_string(i) + "'s cache is not the model's KV type");
     for (int64_t which = 0; which < 2; ++which)
       for (int64_t h = 0; h < m_.shape.kv_heads; ++h) {
-        const size_t at = size_t(((which * kv_heads_alloc_ + h) * kv_rows_ + device_length_) * D * vb);
-        const size_t n = size_t((pos - device_length_) * D * vb);
+        const size_t at = size_t(((which * kv_heads_alloc_ + h) * kv_rows_ + device_length_) * rb);
+        const size_t n = size_t((pos - device_length_) * rb);
         const int64_t from = (h * kv.max_len + device_length_) * D;
-        if (int8) std::memcpy(layers_[i].kv.data() + at, (which == 0 ? kv.k8 : kv.v8).data() + from, n);
-        else std::memcpy(layers_[i].kv.data() + at, (which == 0 ? kv.k : kv.v).data() + from, n);
+        if (int4) {  // k8 / v8 hold one value a byte: packed low nibble first
+          const int8_t* q = (which == 0 ? kv.k8 : kv.v8).data() + from;
+          for (size_t b = 0; b < n; ++b)
+            layers_[i].kv[at + b] = uint8_t((q[2 * b] & 0xF) | ((q[2 * b + 1] & 0xF) << 4));
+        } else if (int8) {
+          std::memcpy(layers_[i].kv.data() + at, (which == 0 ? kv.k8 : kv.v8).data() + from, n);
+        } else {
+          std::memcpy(layers_[i].kv.data() + at, (which == 0 ? kv.k : kv.v).data() + from, n);
+        }
         rt_.sync_to_device(layers_[i].kv.subspan(at, n));
       }
     for (int64_t h = 0; int8 && h < m_.shape.kv_heads; ++h) {  // the rows' scales: [head][row][K, V]
@@ -226,11 +235,11 @@ std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state
 
   // The new K/V rows (the decode_layer drained them into the cache BOs at row pos) into the
   // host state, and the logits.
-  // Rows as drained: bf16 [K][V], or int8 [K][V][per head: K scale, V scale], gathered piece by
-  // piece in that order (each piece a view of the cache BO, so its length bounds the copy).
-  const size_t head_row = size_t(D * vb);  // one head's K or V values at one position
+  // Rows as drained: bf16 [K][V], or int8 / int4 [K][V][per head: K scale, V scale], gathered
+  // piece by piece in that order (each piece a view of the cache BO, so its length bounds the copy).
+  const size_t head_row = size_t(rb);  // one head's K or V values at one position
   std::vector<uint8_t> row;
-  row.reserve(size_t(2 * kvd * vb + (int8 ? m_.shape.kv_heads * 8 : 0)));
+  row.reserve(size_t(2 * m_.shape.kv_heads * rb + (int8 ? m_.shape.kv_heads * 8 : 0)));
   for (size_t i = 0; i < layers_.size(); ++i) {
     row.clear();
     const auto gather = [&](std::span<const uint8_t> piece) {
@@ -239,10 +248,12 @@ std::vector<float> DeviceFusedDecoder::decode(int32_t id, SimDecoderState& state
     };
     for (int64_t which = 0; which < 2; ++which)
       for (int64_t h = 0; h < m_.shape.kv_heads; ++h)
-        gather(layers_[i].kv.subspan(size_t(((which * kv_heads_alloc_ + h) * kv_rows_ + pos) * D * vb), head_row));
+        gather(layers_[i].kv.subspan(size_t(((which * kv_heads_alloc_ + h) * kv_rows_ + pos) * rb), head_row));
     for (int64_t h = 0; int8 && h < m_.shape.kv_heads; ++h)
       gather(layers_[i].kv_scales.subspan(size_t((h * kv_rows_ + pos) * 8), 8));
-    if (int8) {
+    if (int4) {
+      state.kv[i].append_int4(row);
+    } else if (int8) {
       state.kv[i].append_int8(row);
     } else {
       std::vector<aie::bf16> values(row.size() / sizeof(aie::bf16));

@@ -23,9 +23,9 @@
 // (`kv_row`): its runtime sequence does not hold the position, so one instruction stream serves
 // every token with the same per-core split of the context (kv_views; DeviceRuntime keeps the
 // loaded sequences bounded).
-// With an int8 KV cache (m.shape.kv_int8: decode_layer_int8_kv8) each layer has a second
-// resident BO, the rows' f32 scales, passed the same way as two views (`kv_scales` at the first
-// row read, `kv_row_scales` at the new row: kv_scale_views).
+// With an int8 or int4 KV cache (m.shape.kv_int8 / kv_int4: decode_layer_int8_kv8 / _kv4) each
+// layer has a second resident BO, the rows' f32 scales, passed the same way as two views
+// (`kv_scales` at the first row read, `kv_row_scales` at the new row: kv_scale_views).
 // Per token: the host writes the embedding row and the RoPE row(s), submits the token's
 // invocations as one run_sequence (one CMD_CHAIN, one EXEC_CMD, one wait), and reads back the
 // logits and each layer's new K/V row (from the cache BO, to keep the host's SimDecoderState
