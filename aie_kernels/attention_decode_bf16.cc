@@ -7,8 +7,9 @@
 // Numerical reference: npu-sim's attention (src/npu/sim_exec.cpp): per query head of the core's
 // KV heads, attention_partial_bf16 over its positions (s_t from a 16-lane f32 q . k_t, pairwise
 // reduced, times scale; p_t = bf16(exp(s_t - max)); o in 16-lane f32 accumulators over t in
-// order; out = bf16(o * recip(sum p_t))), then attention_combine_bf16 of every core's partials
-// of the head in core order. K and V arrive in 16-value blocks: one q . k accumulator per query
+// order; out = bf16(o * recip(sum p_t))), then attention_combine_bf16's sums over every core's
+// partials of the head in core order, taken round by round as the exchange delivers them
+// (fused_stage.h attn_take: the {max, sum} headers first). K and V arrive in 16-value blocks: one q . k accumulator per query
 // head of the group is live, the scores stay in L1 until V starts, and V feeds the o accumulators
 // row by row (each lane still sums over t in order, so the result is attention_partial_bf16's).
 // tests/npu/test_aie_stage_kernels.cpp runs the design's programs over these entry points and

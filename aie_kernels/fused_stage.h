@@ -105,7 +105,11 @@ struct AttnShape {
   // int8 KV cache: positions a core's K/V scale block (f32 pairs) is padded to: whole objects.
   int32_t scale_rows() const { return round_up(ppc(), kObjValues / 4); }
   int32_t item_bytes() const { return D * 2 + 8; }  // one query head's partial: bf16 out, f32 max, sum
-  int32_t partial_bytes() const { return kv_per_core() * group() * item_bytes(); }
+  int32_t items() const { return kv_per_core() * group(); }
+  // A core's partials: every item's f32 {max, sum} first (header_bytes), then every item's bf16
+  // out[D], so the exchange delivers the combine weights before any value they weigh.
+  int32_t header_bytes() const { return items() * 8; }
+  int32_t partial_bytes() const { return items() * item_bytes(); }
   // KV heads [h0, h1) and positions [t0, t1) of core p (npu-sim's Geometry::attn_range).
   void range(int32_t p, int32_t& h0, int32_t& h1, int32_t& t0, int32_t& t1) const {
     const auto mn = [](int32_t a, int32_t b) { return a < b ? a : b; };
@@ -192,7 +196,7 @@ inline void attn_block(xk_impl::AttnPartState& st, const AttnShape& s, int32_t c
   }
   if (is_v && t == ppc - 1 && col + kLanes == D)  // the head's partials are complete
     for (int32_t j = 0; j < G; ++j) {
-      uint8_t* item = st.partial + int64_t(hl * G + j) * s.item_bytes();
+      const int32_t item = hl * G + j;
       xk::bf16 out[xk_impl::FusedBounds::kMaxDim];
       float ms[2] = {-INFINITY, 0.0f};
       if (h < h1 && positions > 0) {
@@ -204,8 +208,8 @@ inline void attn_block(xk_impl::AttnPartState& st, const AttnShape& s, int32_t c
       } else {
         for (int32_t d = 0; d < D; ++d) out[d] = xk::bf16{};
       }
-      std::memcpy(item, out, size_t(D) * 2);
-      std::memcpy(item + D * 2, ms, 8);
+      std::memcpy(st.partial + s.header_bytes() + int64_t(item) * D * 2, out, size_t(D) * 2);
+      std::memcpy(st.partial + int64_t(item) * 8, ms, 8);
     }
 }
 
@@ -215,31 +219,56 @@ inline void attn_give(const xk_impl::AttnPartState& st, const AttnShape& s, uint
   for (int32_t i = 0; i < slice_bytes; ++i) slice[i] = at + i < total ? st.partial[at + i] : 0;
 }
 
-// Takes round `st.round`; after the last, combines every query head's partials in core order
-// (npu-sim: attention) into out [heads * D]. Returns true when out is complete.
+// Takes round `st.round` and combines as it goes (the gathered partials never sit in L1 whole):
+// the headers' {max, sum} when they are complete give every core's weight per query head
+// (attention_combine_bf16's: exp(max - M) * sum, 0 for an empty partial) and 1 / L; each out
+// value then adds weight * value to its f32 accumulator, cores in order, so every sum runs in
+// attention_combine_bf16's order and the result is the same bits. After the last round out
+// [heads * D] is complete (bf16(acc / L)); returns true then.
 inline bool attn_take(xk_impl::AttnPartState& st, const AttnShape& s, const uint8_t* act, int32_t slice_bytes,
                       xk::bf16* out, xk::Rounding rnd) {
-  const int32_t rounds = ceil_div(s.partial_bytes(), slice_bytes), stride = rounds * slice_bytes;
-  for (int32_t p = 0; p < s.cores; ++p)
-    std::memcpy(st.gathered + int64_t(p) * stride + int64_t(st.round) * slice_bytes, act + int64_t(p) * slice_bytes,
-                size_t(slice_bytes));
+  const int32_t rounds = ceil_div(s.partial_bytes(), slice_bytes), hb = s.header_bytes(), total = s.partial_bytes();
+  const int32_t G = s.group(), D = s.D, items = s.items(), at = st.round * slice_bytes, end = at + slice_bytes;
+  for (int32_t p = 0; p < s.cores && at < hb; ++p)  // header bytes of this round
+    std::memcpy(st.headers + int64_t(p) * hb + at, act + int64_t(p) * slice_bytes,
+                size_t((end < hb ? end : hb) - at));
+  if (at < hb && end >= hb)  // the headers are complete: weights and 1 / L per query head
+    for (int32_t hq = 0; hq < s.heads; ++hq) {
+      const int32_t h = hq / G;
+      float M = -INFINITY, L = 0.0f;
+      for (int32_t pass = 0; pass < 2; ++pass)
+        for (int32_t p = 0; p < s.cores; ++p) {
+          int32_t h0, h1, t0, t1;
+          s.range(p, h0, h1, t0, t1);
+          if (h < h0 || h >= h1) continue;
+          float ms[2];
+          std::memcpy(ms, st.headers + int64_t(p) * hb + int64_t((h - h0) * G + hq % G) * 8, 8);
+          if (pass == 0) {
+            if (M < ms[0]) M = ms[0];
+          } else {
+            const float w = ms[1] > 0.0f ? xk::exp_lut(ms[0] - M) * ms[1] : 0.0f;
+            st.weight[int64_t(p) * items + (h - h0) * G + hq % G] = w;
+            L += w;
+          }
+        }
+      st.rcp[hq] = xk::reciprocal_lut(L);
+      for (int32_t d = 0; d < D; ++d) st.acc[int64_t(hq) * D + d] = 0.0f;
+    }
+  const int32_t v0 = (at > hb ? at : hb), v1 = end < total ? end : total;  // out bytes of this round
+  for (int32_t p = 0; p < s.cores && v0 < v1; ++p) {
+    int32_t h0, h1, t0, t1;
+    s.range(p, h0, h1, t0, t1);
+    for (int32_t b = v0; b < v1; b += 2) {
+      const int32_t v = (b - hb) / 2, item = v / D, h = h0 + item / G;
+      if (h >= h1) continue;  // the core's padding item
+      xk::bf16 x;
+      std::memcpy(&x, act + int64_t(p) * slice_bytes + (b - at), 2);
+      st.acc[int64_t(h * G + item % G) * D + v % D] += st.weight[int64_t(p) * items + item] * xk::to_float(x);
+    }
+  }
   if (++st.round < rounds) return false;
   st.round = 0;
-  const int32_t G = s.group(), D = s.D;
-  for (int32_t hq = 0; hq < s.heads; ++hq) {
-    const int32_t h = hq / G;
-    int32_t n = 0;
-    for (int32_t p = 0; p < s.cores; ++p) {
-      int32_t h0, h1, t0, t1;
-      s.range(p, h0, h1, t0, t1);
-      if (h < h0 || h >= h1) continue;
-      const uint8_t* item = st.gathered + int64_t(p) * stride + int64_t((h - h0) * G + hq % G) * s.item_bytes();
-      std::memcpy(st.outs + int64_t(n) * D, item, size_t(D) * 2);
-      std::memcpy(st.ms + 2 * n, item + D * 2, 8);
-      ++n;
-    }
-    xk_impl::attention_combine_bf16(st.ms, st.outs, out + int64_t(hq) * D, n, D, rnd);
-  }
+  for (int32_t i = 0; i < s.heads * D; ++i) out[i] = xk::to_bf16(st.acc[i] * st.rcp[i / D], rnd);
   return true;
 }
 

@@ -491,16 +491,19 @@ struct QkvPartState : FusedBounds {
   int32_t x_have = 0;
   xk::accum<xk::accfloat, 16> acc = xk::zeros<xk::accfloat, 16>();  // the row in flight
 };
-// One core's flash-decoding partials, streamed K then V per KV head, and the gathered partials
-// of every core (attention_decode, decode_layer). scores: [group][positions] <= kMaxScores.
+// One core's flash-decoding partials, streamed K then V per KV head, and the combine of every
+// core's as the exchange delivers them (attention_decode, decode_layer): each core's {max, sum}
+// headers, its combine weights, 1 / L and an f32 accumulator per query head, never the gathered
+// partials whole. scores: [group][positions] <= kMaxScores; a core's items (query heads) <=
+// kMaxItems; query heads <= kMaxHeads.
 struct AttnPartState : FusedBounds {
-  static constexpr int32_t kMaxGroup = 16, kMaxScores = 8192, kMaxPartial = 16384, kMaxGathered = 65536;
+  static constexpr int32_t kMaxGroup = 16, kMaxScores = 8192, kMaxPartial = 16384, kMaxItems = 64, kMaxHeads = 64;
   float scores[kMaxScores], max[kMaxGroup], sum[kMaxGroup];
   xk::accum<xk::accfloat, 16> qk[kMaxGroup];                     // q . k_t of the row in flight
   xk::accum<xk::accfloat, 16> o[kMaxGroup * kMaxDim / 16];       // sum p_t v_t per query head
-  uint8_t partial[kMaxPartial], gathered[kMaxGathered];          // bf16 out[D], f32 max, sum per head
-  float ms[2 * kMaxCores];                                       // combine scratch
-  xk::bf16 outs[kMaxCores * kMaxDim];
+  uint8_t partial[kMaxPartial];                                  // f32 {max, sum} per item, then bf16 out[D] per item
+  uint8_t headers[kMaxCores * kMaxItems * 8];                    // every core's {max, sum}
+  float weight[kMaxCores * kMaxItems], rcp[kMaxHeads], acc[kMaxQ];  // the combine in flight
   int32_t round = 0;
 };
 struct QkvRopeState {

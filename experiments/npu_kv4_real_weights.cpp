@@ -4,13 +4,14 @@
 // int8 KV cache and with the int4 one, against the host decoder running the file as it is, on a
 // short text fed token by token (teacher forcing): per KV precision the perplexity of the text,
 // the top-1 agreement with the host's next-token argmax, and the worst max|dlogit| / max|logit|.
-// Then a short greedy continuation of the text's first tokens per precision. Tried on the model
-// store's Gemma 3 270M: the engine's GGUF loader refuses gemma-3-270m-q4_k_m.gguf (its attn_q
-// tensors are q5_0); rewritten to f32 (experiments/gguf_dequantize_f32.py) the host decoder runs
-// it (perplexity 28.7 on the text below), but npu-sim refuses its fused decode_layer for every KV
-// precision: the attention partials gathered per core, 32 cores x 17 slices x 128 bytes = 69,632,
-// pass the kernels' kMaxGathered (65,536, aie_kernels/kernels.h). So no real checkpoint has been
-// through the int8 / int4 KV comparison yet.
+// Then a short greedy continuation of the text's first tokens per precision. The plan's model
+// is the one `npu generate --device npu-sim` runs (NpuSimFusedDecode::prepare): a GGUF's GGML
+// block tensors (Gemma 3 270M's Q4_K_M file: q4_k, q5_0, q6_k, q8_0) dequantized to f32, then
+// quantized per row to int8. The host loader always ran that file; what refused it before was the
+// fused path's weight intake (f32/f16/bf16 only) and, at Gemma 3 270M's head_dim 256 on one KV
+// head, the kernels' gathered-partials bound, both lifted (the partials are now combined as the
+// exchange delivers them). Measured on that file (593 s): host perplexity 28.82; int8 KV 29.65,
+// top-1 31 / 37, worst 0.162; int4 KV 49.19, 21 / 37, 0.505.
 // Build (from a configured build dir B, after `ninja -C B npu`; one command line):
 //   g++ -O2 -std=gnu++20 -fopenmp -I. -Isrc -isystem /usr/include/libdrm experiments/npu_kv4_real_weights.cpp
 //     B/src/libxdna_pipeline.a B/src/libxdna_npu.a B/src/libxdna_models.a B/src/libxdna_weights.a
@@ -26,54 +27,14 @@
 #include <vector>
 
 #include "models/decoder.h"
-#include "models/decoder_spec.h"
 #include "npu/sim_exec_decoder.h"
-#include "pipeline/tokenizer.h"
-#include "weights/gguf.h"
+#include "pipeline/llm.h"
+#include "pipeline/llm_npu_fused.h"
 
 using namespace xdna;
 using namespace xdna::npu;
 
 namespace {
-
-std::vector<float> values(const WeightSource& w, const std::string& name) { return w.get(name).to_vector(); }
-
-// As tests/npu/test_sim_fused_llm.cpp's sim_model: the fused plan's model with f32 weights.
-SimDecoderModel sim_model(const DecoderSpec& s, const WeightSource& w) {
-  SimDecoderModel m;
-  m.shape = {s.hidden, s.heads, s.kv_heads, s.head_dim, s.intermediate, 1, s.qk_norm, s.act != Activation::Silu};
-  m.shape.post_norms = s.sandwich_norms;
-  m.kernel.eps = s.norm_eps;
-  m.kernel.rms_offset = s.rms_offset;
-  m.kernel.attn_scale = s.attn_scale;
-  m.kernel.rope_interleaved = s.rope_layout == 0;
-  m.vocab = s.vocab_size;
-  m.embed = values(w, s.names.token_embd);
-  m.embed_scale = s.embed_scale;
-  m.inv_freq = rope_frequencies(s, false, Tensor{}).to_vector();
-  if (s.sliding_window > 0) {
-    m.sliding_window = s.sliding_window;
-    m.layer_is_local = s.layer_is_local;
-    m.inv_freq_local = rope_frequencies(s, true, Tensor{}).to_vector();
-  }
-  for (int64_t i = 0; i < s.layers; ++i) {
-    const DecoderWeightNames& n = s.names;
-    const auto L = [&](const std::string& p) { return layer_name(p, i); };
-    SimLayerWeights lw;
-    lw.attn_norm = values(w, L(n.attn_norm));
-    lw.q = values(w, L(n.q)), lw.k = values(w, L(n.k)), lw.v = values(w, L(n.v));
-    if (s.qk_norm) lw.q_norm = values(w, L(n.q_norm)), lw.k_norm = values(w, L(n.k_norm));
-    lw.o = values(w, L(n.o));
-    if (s.sandwich_norms)
-      lw.post_attn_norm = values(w, L(n.post_attn_norm)), lw.post_ffn_norm = values(w, L(n.post_ffn_norm));
-    lw.ffn_norm = values(w, L(n.ffn_norm));
-    lw.gate = values(w, L(n.gate)), lw.up = values(w, L(n.up)), lw.down = values(w, L(n.down));
-    m.layers.push_back(std::move(lw));
-  }
-  m.final_norm = values(w, s.names.final_norm);
-  m.head = !s.tied_embeddings && w.contains(s.names.output) ? values(w, s.names.output) : m.embed;
-  return m;
-}
 
 int32_t argmax(const std::vector<float>& l) { return int32_t(std::max_element(l.begin(), l.end()) - l.begin()); }
 
@@ -92,9 +53,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  auto gguf = std::make_shared<GgufFile>(argv[1]);
-  const DecoderSpec spec = decoder_spec_from_gguf(*gguf);
-  const Tokenizer tok = Tokenizer::from_gguf(*gguf);
+  LoadOptions o;
+  o.context_length = 256;
+  const auto lm = LanguageModel::load(argv[1], o);
+  const DecoderSpec& spec = lm->decoder().spec();
+  const Tokenizer& tok = lm->tokenizer();
   const std::string text =
       "The river runs through the old town, past the market square and under three stone bridges. In spring the "
       "water rises, and the children watch the boats carry timber down to the sea.";
@@ -110,7 +73,7 @@ int main(int argc, char** argv) {
               (long long)n);
 
   // Host: logits after each prefix (the file's own weights, f32 activations).
-  Decoder host(spec, gguf);
+  const Decoder& host = lm->decoder();
   DecoderState hs = host.new_state(n + 16);
   std::vector<std::vector<float>> host_logits;
   for (int64_t i = 0; i + 1 < n; ++i) {
@@ -122,8 +85,12 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i + 1 < n; ++i) host_nll += nll(host_logits[size_t(i)], ids[size_t(i + 1)]);
   std::printf("host (file weights, f32): perplexity %.3f\n", std::exp(host_nll / double(n - 1)));
 
-  SimDecoderModel m = sim_model(spec, *gguf);
-  m.weights = DType::I8;
+  const auto fused = NpuSimFusedDecode::prepare(*lm, DType::I8);
+  if (!fused->enabled()) {
+    std::fprintf(stderr, "%s: npu-sim refuses the fused plan: %s\n", argv[1], fused->refusal().c_str());
+    return 1;
+  }
+  SimDecoderModel m = fused->model();
   const int64_t prompt = std::min<int64_t>(8, n - 1), greedy = 12;
   for (const char* kv : {"int8", "int4"}) {
     m.shape.kv_int8 = std::string(kv) == "int8";

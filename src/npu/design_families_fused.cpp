@@ -84,7 +84,7 @@ struct Stages {
   }
   // The new token's K/V row as drained: values, then (int8 / int4) a K and V scale per KV head.
   int64_t kv_new_bytes() const { return 2 * s.kv_heads * kv_row_bytes() + (kv_scaled() ? s.kv_heads * 8 : 0); }
-  int64_t attn_partial_bytes() const {  // per core: bf16 out, f32 max and sum per query head
+  int64_t attn_partial_bytes() const {  // per core: f32 max and sum, bf16 out per query head
     return kv_per_core() * (s.heads / s.kv_heads) * (s.head_dim * 2 + 8);
   }
   // The attention partials travel as several exchange objects of `slice` bytes each (a core's

@@ -78,7 +78,7 @@ struct Writer {
 };
 
 // Rows [p * R, p * R + R) of a [n][k] f32 matrix as bf16, rows past n zero (the bake's padding).
-void put_rows(Writer& w, const std::vector<float>& m, int64_t n, int64_t k, int64_t p, int64_t R) {
+void put_rows(Writer& w, std::span<const float> m, int64_t n, int64_t k, int64_t p, int64_t R) {
   for (int64_t r = p * R; r < p * R + R; ++r) {
     if (r < n) {
       const std::vector<bf16> row = to_bf16(std::span<const float>(m.data() + r * k, size_t(k)));
@@ -95,13 +95,13 @@ struct Int8Slice {
   std::vector<int8_t> rows;   // count x k
   std::vector<float> scales;  // count, zero padded to a 32-byte block
 };
-Int8Slice quantize_slice(const std::vector<float>& m, int64_t n, int64_t k, int64_t first, int64_t count) {
+Int8Slice quantize_slice(std::span<const float> m, int64_t n, int64_t k, int64_t first, int64_t count) {
   Int8Slice s{std::vector<int8_t>(size_t(count * k), 0), std::vector<float>(size_t(round_up(count, 8)), 0.0f)};
   for (int64_t r = first; r < std::min(first + count, n); ++r)
     quantize_int8(m.data() + r * k, 1, k, k, s.rows.data() + (r - first) * k, &s.scales[size_t(r - first)]);
   return s;
 }
-void put_matrix(Writer& w, DType t, const std::vector<float>& m, int64_t n, int64_t k, int64_t first,
+void put_matrix(Writer& w, DType t, std::span<const float> m, int64_t n, int64_t k, int64_t first,
                 int64_t count) {
   if (t != DType::I8) {
     for (int64_t r = first; r < first + count; ++r) put_rows(w, m, n, k, r, 1);
@@ -475,7 +475,7 @@ HostArgs pack_lm_head(const Design& d, std::span<const float> gamma, std::span<c
   if (int64_t(gamma.size()) != h.hidden || int64_t(x.size()) != h.hidden ||
       int64_t(head.size()) != h.vocab * h.hidden)
     fail(d, "gamma, x or head weights do not match vocab x hidden");
-  const std::vector<float> g(gamma.begin(), gamma.end()), m(head.begin(), head.end());
+  const std::vector<float> g(gamma.begin(), gamma.end());  // the head is read in place (no copy a token)
   std::vector<std::vector<uint8_t>> streams;
   for (int64_t p = 0; p < h.P; ++p) {
     Writer w;
@@ -484,7 +484,7 @@ HostArgs pack_lm_head(const Design& d, std::span<const float> gamma, std::span<c
     w.part(h.hidden * 2 + h.objects * matrix_bytes(h.weights, h.chunk, h.hidden));
     put_vec(w, g);
     for (int64_t o = 0; o < h.objects; ++o)
-      put_matrix(w, h.weights, m, h.vocab, h.hidden, p * h.R + o * h.chunk, h.chunk);
+      put_matrix(w, h.weights, head, h.vocab, h.hidden, p * h.R + o * h.chunk, h.chunk);
     streams.push_back(w.finish());
   }
   HostArgs a = empty_args(d);

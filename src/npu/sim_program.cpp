@@ -193,10 +193,9 @@ std::string state_bounds(const std::string& name, const StageScalars& s) {
     const int64_t ppc = cdiv(at("context"), cores_per_kv), partial = per_core * group * (D * 2 + 8);
     need(group <= A::kMaxGroup && group * ppc <= A::kMaxScores,
          "query heads per KV head x positions past the state's bounds");
-    const int64_t slice = name == "attention_decode_bf16"
-                              ? std::min<int64_t>(256, partial)
-                              : cdiv(2 * std::max({cdiv(n_qkv, P), cdiv(H, P), cdiv(I, P)}), 4) * 4;
-    need(partial <= A::kMaxPartial && P * cdiv(partial, slice) * slice <= A::kMaxGathered,
+    // The exchange is combined as it arrives (fused_stage.h attn_take): every core's {max, sum}
+    // headers and an f32 accumulator per query head stay, not the gathered partials.
+    need(partial <= A::kMaxPartial && per_core * group <= A::kMaxItems && heads <= A::kMaxHeads,
          "attention partials past the state's bounds");
     if (name == "decode_layer_int8_kv8" || name == "decode_layer_int8_kv4")  // the core's K/V scales part (scale_rows)
       need(per_core * cdiv(ppc, 256) * kObj <= xk_impl::DecodeLayerInt8Kv8State::kMaxKvScaleBytes,

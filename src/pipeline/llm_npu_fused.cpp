@@ -3,7 +3,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +34,45 @@ std::vector<float> rope_inv_freq(const DecoderSpec& s, const WeightSource& w, bo
   if (!s.names.rope_freqs.empty())
     if (const std::string n = resolve(w, s.names.rope_freqs); !n.empty()) divisors = w.get(n);
   return rope_frequencies(s, local, divisors).to_vector();
+}
+
+// GGML block tensors: the engine's block dtypes, and q5_0 (no engine dtype; the host decoder
+// repacks it to q8_0 at load, decoder.cpp).
+bool is_ggml_block(const TensorInfo& info) {
+  if (!info.dtype) return info.file_dtype == "q5_0";
+  switch (*info.dtype) {
+    case DType::Q8_0: case DType::Q4_0: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return true;
+    default: return false;
+  }
+}
+
+// A GGML block tensor dequantized to f32 by the engine's block decoders (Tensor::to_vector,
+// core/ggml_blocks.h). q5_0 (f16 d; u8 qh[4]; u8 qs[16]: d * (5-bit q - 16)) is each block's
+// exact q8_0 form first (d times integers in [-16, 15]), as the host decoder loads it.
+std::vector<float> ggml_f32(const WeightSource& w, const TensorInfo& info) {
+  if (info.dtype) return w.get(info.name).to_vector();
+  constexpr int64_t kQ5Bytes = 22, kQ8Bytes = 34;
+  const int64_t blocks = int64_t(info.bytes) / kQ5Bytes;
+  if (info.shape.empty() || blocks * kQ5Bytes != int64_t(info.bytes) || blocks * 32 != shape_numel(info.shape))
+    throw std::runtime_error(info.file + ": q5_0 tensor '" + info.name + "' has an inconsistent size");
+  std::vector<uint8_t> raw(info.bytes);
+  std::ifstream in(info.file, std::ios::binary);
+  in.seekg(std::streamoff(info.offset));
+  if (!in.read(reinterpret_cast<char*>(raw.data()), std::streamsize(raw.size())))
+    throw std::runtime_error(info.file + ": cannot read tensor '" + info.name + "'");
+  Tensor q8 = Tensor::empty(info.shape, DType::Q8_0);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* q5 = raw.data() + b * kQ5Bytes;
+    uint8_t* o = reinterpret_cast<uint8_t*>(q8.raw()) + b * kQ8Bytes;
+    std::memcpy(o, q5, 2);  // d
+    uint32_t qh;
+    std::memcpy(&qh, q5 + 2, 4);
+    for (int j = 0; j < 16; ++j) {
+      o[2 + j] = uint8_t(int8_t(((q5[6 + j] & 0x0F) | (((qh >> j) & 1u) << 4)) - 16));
+      o[2 + j + 16] = uint8_t(int8_t(((q5[6 + j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16));
+    }
+  }
+  return q8.to_vector();
 }
 
 void add_reason(std::string& all, const std::string& why) { all += (all.empty() ? "" : "; ") + why; }
@@ -86,10 +128,11 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
     add_reason(why, std::string("no decode plan: ") + e.what());
   }
 
-  // Every weight the designs read, as f32 / f16 / bf16 (packed as bf16, or quantized per row to
-  // int8). A quantized file stays op by op: the designs take neither its GGML blocks nor a
-  // re-quantization of them, which would run at another precision than the file holds.
+  // Every weight the designs read, as f32 (packed as bf16, or quantized per row to int8): f32 /
+  // f16 / bf16 as the file holds them; a GGML block tensor (q8_0, q4_k, q6_k, q5_0 ...)
+  // dequantized to f32 first (ggml_f32), so the plan runs at its own precision, not the file's.
   npu::SimDecoderModel& m = f->model_;
+  std::set<std::string> block_types;
   int quantized = 0, missing = 0;
   const auto get = [&](const std::string& pattern, int64_t layer, std::vector<float>& out) {
     const std::string name = resolve(w, layer < 0 ? pattern : layer_name(pattern, layer));
@@ -100,14 +143,16 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
     }
     const TensorInfo& info = w.info(name);
     const std::optional<DType> t = info.dtype;
-    if (!t || (*t != DType::F32 && *t != DType::F16 && *t != DType::BF16)) {
+    const bool plain = t && (*t == DType::F32 || *t == DType::F16 || *t == DType::BF16);
+    if (!plain && !is_ggml_block(info)) {
       if (quantized++ == 0)  // the first one names the case; the rest would repeat it
         add_reason(why, name + " is " + info.file_dtype +
-                          ": the fused designs take f32/f16/bf16 weights (run as bf16, or quantized per row to "
-                          "int8), not a file's GGML blocks (bfp16 designs are priced, not executed)");
+                          ": the fused designs take f32/f16/bf16 weights or GGML blocks dequantized to f32 "
+                          "(run as bf16, or quantized per row to int8)");
       return;
     }
-    if (why.empty()) out = w.get(name).to_vector();
+    if (!plain) block_types.insert(info.file_dtype);
+    if (why.empty()) out = plain ? w.get(name).to_vector() : ggml_f32(w, info);
   };
   const DecoderWeightNames& n = s.names;
   get(n.token_embd, -1, m.embed);
@@ -130,6 +175,7 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
     return f;
   }
   if (tied) m.head = m.embed;
+  for (const std::string& b : block_types) f->dequantized_ += (f->dequantized_.empty() ? "" : ", ") + b;
   m.shape = in.shape;
   m.kernel.eps = s.norm_eps;
   m.kernel.rms_offset = s.rms_offset;
@@ -236,6 +282,13 @@ std::string designs_text(const std::map<std::string, int>& designs) {
 
 }  // namespace
 
+std::string NpuSimFusedDecode::dequantized_text() const {
+  if (dequantized_.empty()) return "";
+  return std::string(on_device() ? "npu" : "npu-sim") + ": weights dequantized from the file's GGML blocks (" +
+         dequantized_ + ") to f32, then " +
+         (weights_ == DType::I8 ? "quantized per row to int8" : "rounded to bf16") + " for the fused plan\n";
+}
+
 std::string NpuSimFusedDecode::placement_text() const {
   const char* precision = weights_ == DType::I8 ? "int8" : "bf16";
   const std::string designs =
@@ -251,11 +304,12 @@ std::string NpuSimFusedDecode::placement_text() const {
                   "[npu (needs hardware, unverified here)]\n",
                   static_cast<long long>(invocations_per_token_ - 1), precision, static_cast<long long>(stats_.tokens),
                   double(device_weight_bytes_) / 1e6);
-    return line + designs;
+    return dequantized_text() + line + designs;
   }
   if (stats_.tokens == 0)
-    return "npu-sim: decode fused: 1 dispatch per token (" + std::to_string(invocations_per_token_ - 1) +
-           " decode_layer + 1 lm_head invocations, " + precision + "); no decode token has run yet\n";
+    return dequantized_text() + "npu-sim: decode fused: 1 dispatch per token (" +
+           std::to_string(invocations_per_token_ - 1) + " decode_layer + 1 lm_head invocations, " + precision +
+           "); no decode token has run yet\n";
   const double t = double(stats_.tokens);
   const double per_token = double(stats_.dispatches) / t;
   char line[320];
@@ -268,7 +322,7 @@ std::string NpuSimFusedDecode::placement_text() const {
                 1e3 * stats_.modelled_s / t);
   return std::string("npu-sim: the prompt ran op by op (prefill: the dispatches and modelled cost above); its K/V was "
                      "rounded to bf16 into the fused plan's cache") +
-         (model_.shape.kv_int8 ? " (int8 KV: then quantized per row)\n" : "\n") +
+         (model_.shape.kv_int8 ? " (int8 KV: then quantized per row)\n" : "\n") + dequantized_text() +
          std::string(line) + designs;
 }
 
@@ -276,6 +330,7 @@ nlohmann::json NpuSimFusedDecode::placement_json() const {
   nlohmann::json j = {{"fused", enabled()},
                       {"weights", weights_ == DType::I8 ? "int8" : "bf16"},
                       {"kv", model_.shape.kv_int8 ? "int8" : "bf16"}};
+  if (!dequantized_.empty()) j["dequantized_from"] = dequantized_;
   if (!enabled()) {
     j["reason"] = refusal_;
     return j;

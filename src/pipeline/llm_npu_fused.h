@@ -8,12 +8,13 @@
 // With `--device npu` (prepare(lm, device)) the same invocations run on the device instead
 // (npu/runtime/fused_decoder.h); the prefill then ran op by op on the NpuBackend.
 //
-// The plan's weight precision is prepare()'s `weights`: bf16 (decode_layer_bf16, lm_head_bf16)
-// or int8 (decode_layer_int8, lm_head_int8: every matrix quantized per row to int8 with f32 row
-// scales when packed; the planner's default decoder plan). Only models whose every layer is one
-// decode_layer design npu-sim executes take this path (Gemma 3's sliding-window layers and
-// sandwich norms included: decode_layer parameters); for any other model (soft-capping, q/k/v
-// biases, a quantized file's GGML blocks) prepare() says why (refusal()) and generation runs op
+// A file's GGML block tensors (q8_0, q4_k, q6_k, q5_0 ...) are dequantized to f32 first, then
+// packed like f32 weights. The plan's weight precision is prepare()'s `weights`: bf16
+// (decode_layer_bf16, lm_head_bf16) or int8 (decode_layer_int8, lm_head_int8: every matrix
+// quantized per row to int8 with f32 row scales when packed; the planner's default decoder plan).
+// Only models whose every layer is one decode_layer design npu-sim executes take this path
+// (Gemma 3's sliding-window layers and sandwich norms included: decode_layer parameters); for any
+// other model (soft-capping, q/k/v biases) prepare() says why (refusal()) and generation runs op
 // by op as before. Callers print placement_text(), so the choice is never silent.
 //
 //   auto fused = NpuSimFusedDecode::prepare(*lm);
@@ -86,12 +87,16 @@ class NpuSimFusedDecode {
   const Stats& stats() const { return stats_; }
   // "npu-sim: decode ran fused: 1 dispatch per token (...)" and the designs run, or
   // "npu-sim: decode ran op by op, not fused: WHY".
+  // Prefixed, when the file held GGML blocks: "npu-sim: weights dequantized from the file's GGML
+  // blocks (q4_k, q5_0, ...) to f32, then quantized per row to int8 for the fused plan".
   std::string placement_text() const;
   nlohmann::json placement_json() const;
 
  private:
   NpuSimFusedDecode() = default;
+  std::string dequantized_text() const;
   std::string refusal_;
+  std::string dequantized_;  // the file's GGML block types the weights were dequantized from
   npu::SimDecoderModel model_;
   DType weights_ = DType::BF16;
   int64_t invocations_per_token_ = 0;  // decode_layer per layer + lm_head

@@ -1,8 +1,8 @@
 // `npu generate --device npu-sim` on the tiny decoder fixtures (tests/fixtures/decoders, GGUFs
 // with their tokenizers): decode tokens run through npu-sim's fused plan and the placement says so
 // ("decode ran fused: 1 dispatch per token"), in text and in --json (Gemma 3 too: sliding windows
-// and sandwich norms are decode_layer parameters); a model the fused plan cannot run (quantized
-// weights) decodes op by op and says why. --npu-weights picks the plan's designs: int8 (default)
+// and sandwich norms are decode_layer parameters); a quantized file runs fused from its GGML
+// blocks dequantized to f32, and says so. --npu-weights picks the plan's designs: int8 (default)
 // or bf16, each named in the report; a bad value, or the flag with --device host, is refused.
 #include <unistd.h>
 
@@ -72,12 +72,14 @@ TEST(CliGenerateNpuSim, GemmaDecodesFused) {
       << r.out;
 }
 
-TEST(CliGenerateNpuSim, QuantizedDecodesOpByOpWithReason) {
+TEST(CliGenerateNpuSim, QuantizedDecodesFusedFromDequantizedBlocks) {
   const auto r = npu("generate --model '" + kDir + "gemma3/model-q5q8.gguf' --device npu-sim" + kArgs);
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("npu-sim: decode ran op by op, not fused: "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("not a file's GGML blocks"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("decode ran fused"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("npu-sim: weights dequantized from the file's GGML blocks (q5_0, q8_0) to f32"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("npu-sim: decode ran fused: 1 dispatch per token"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("decode ran op by op"), std::string::npos) << r.out;
 }
 
 TEST(CliGenerateNpuSim, HostRunSaysNothingAboutFusion) {
@@ -148,13 +150,14 @@ TEST(CliGenerateNpuSim, Bf16WeightsRunTheBf16Designs) {
   expect_designs(j["placement"]["decode"], "bf16");
 }
 
-TEST(CliGenerateNpuSim, QuantizedFileStaysOpByOpWithEitherWeights) {
+TEST(CliGenerateNpuSim, QuantizedFileRunsFusedWithEitherWeights) {
   for (const std::string w : {"int8", "bf16"}) {
     const auto r = npu("generate --model '" + kDir + "gemma3/model-q5q8.gguf' --device npu-sim --npu-weights " + w +
                        kArgs);
     ASSERT_EQ(r.rc, 0) << r.out;
-    EXPECT_NE(r.out.find("npu-sim: decode ran op by op, not fused: "), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("not a file's GGML blocks"), std::string::npos) << r.out;
+    const std::string then = w == "int8" ? "quantized per row to int8" : "rounded to bf16";
+    EXPECT_NE(r.out.find("GGML blocks (q5_0, q8_0) to f32, then " + then), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("npu-sim: decode ran fused: 1 dispatch per token"), std::string::npos) << r.out;
   }
 }
 

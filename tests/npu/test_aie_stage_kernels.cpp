@@ -271,6 +271,16 @@ TEST(AieStageKernels, InterpreterRefusesADesignPastTheKernelsL1State) {
   EXPECT_NE(why.find("hidden 8192 > 4096"), std::string::npos) << (why.empty() ? "ran a design past the state's bounds" : why);
 }
 
+// The attention combine keeps every core's {max, sum} headers and one accumulator per query head
+// (fused_stage.h attn_take): past kMaxHeads query heads the interpreter refuses, naming it.
+TEST(AieStageKernels, InterpreterRefusesAttentionPastTheCombinesBounds) {
+  DecodeLayerShape s;
+  s.hidden = 64, s.heads = 128, s.kv_heads = 128, s.head_dim = 16, s.intermediate = 64, s.context = 4;
+  const std::string why = refusal(attention_decode_design(s, 1));
+  EXPECT_NE(why.find("attention partials past the state's bounds"), std::string::npos)
+      << (why.empty() ? "ran 128 query heads" : why);
+}
+
 // Each run keeps its cores' L1 states to itself (xk::core_state): runs on several threads at
 // once give what one run alone gives.
 TEST(AieStageKernels, ConcurrentRunsKeepTheirOwnCoreStates) {

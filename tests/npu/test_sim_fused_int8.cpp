@@ -236,6 +236,35 @@ TEST(SimFusedInt8, DecodeLayerEqualsItsPiecesBitForBitAndUnfusedInt8WithinTolera
   }
 }
 
+// Gemma 3 270M's layer shape (hidden 640, 4 query heads on 1 KV head of head_dim 256,
+// intermediate 2048) on 8 columns: every core holds a 2,080-byte partial of the one KV head, 17
+// exchange rounds of 128 bytes; the 32 cores' partials (69,632 bytes as gathered) are combined
+// as they arrive, so the layer runs, and gives the pieces' bits (whose attention_decode design
+// combines the same way).
+TEST(SimFusedInt8, DecodeLayerAtGemma3_270mShapeEqualsItsPieces) {
+  Rng r;
+  DecodeLayerShape s;
+  s.hidden = 640, s.heads = 4, s.kv_heads = 1, s.head_dim = 256, s.intermediate = 2048, s.qk_norm = true;
+  s.gelu = true, s.post_norms = true;
+  const SimKvCache kv = kv_cache(r, s, 40);
+  s.context = kv.length + 1;
+  const Design d = decode_layer_design(DType::I8, s, 8);
+  const SimLayerWeights w = layer_weights(r, s);
+  const Vec x = r.bf16s(s.hidden);
+  const std::vector<float> rr = rope(s.head_dim, kv.length);
+  SimKernelArgs k;
+  k.rms_offset = 1.0f, k.rope_interleaved = false;
+  HostArgs a = pack_decode_layer(d, w, x, rr, kv);
+  run_design(d, a, k);
+  const Vec y = arg_bf16(d, a, "result", s.hidden);
+  const LayerOut ref = reference_layer(s, w, x, rr, kv, k, 8, false);
+  EXPECT_TRUE(same_bits(y, ref.y)) << "result differs from the pieces, rel " << rel_err(y, ref.y);
+  EXPECT_TRUE(same_bits(kv_new_row(d, a), ref.kv_new));
+  int nonzero = 0;
+  for (const auto& v : y) nonzero += (v.bits & 0x7FFF) != 0;
+  EXPECT_GT(nonzero, int(s.hidden) / 2);
+}
+
 TEST(SimFusedInt8, LmHeadEqualsItsPiecesBitForBitAndUnfusedInt8WithinTolerance) {
   Rng r;
   // vocab 2100 on 4 cores: three logits objects of 175 rows (rows and scales straddle DDR

@@ -138,13 +138,76 @@ TEST(LlmNpuSimFusedGemma, PastTheWindowGreedyTokensMatchHost) {
               ::testing::PrintToString(host.tokens).c_str(), ::testing::PrintToString(r.tokens).c_str(), worst);
 }
 
-// A quantized checkpoint (Q5_0 / Q8_0) is not executed by npu-sim's fused designs: refused, naming
-// a tensor and its dtype.
-TEST(LlmNpuSimFusedRefusal, QuantizedWeightsAreNamed) {
+// A quantized checkpoint (the Gemma 3 fixture as Q5_0 / Q8_0 blocks) runs fused: its blocks
+// dequantized to f32, then quantized per row to int8 (or rounded to bf16) as f32 weights are;
+// the placement says so. Greedy tokens as the host decoder gives on the same file (its GEMVs on
+// the blocks themselves).
+TEST(LlmNpuSimFusedQuantized, GgmlBlocksAreDequantizedAndMatchHost) {
   LoadOptions o;
-  o.context_length = 16;
+  o.context_length = 32;
   const auto lm = LanguageModel::load(kDir + "gemma3/model-q5q8.gguf", o);
-  auto fused = NpuSimFusedDecode::prepare(*lm);
-  ASSERT_FALSE(fused->enabled());
-  EXPECT_NE(fused->refusal().find("not a file's GGML blocks"), std::string::npos) << fused->refusal();
+  const GenerateResult host = generate(*lm, greedy_request());
+  for (DType weights : {DType::I8, DType::BF16}) {
+    npu::NpuSimBackend sim;
+    HostBackend host_backend;
+    GenerateRequest req = greedy_request();
+    req.backends = {&sim, &host_backend};
+    req.fused_decode = NpuSimFusedDecode::prepare(*lm, weights);
+    ASSERT_TRUE(req.fused_decode->enabled()) << req.fused_decode->refusal();
+    const GenerateResult r = generate(*lm, req);
+    EXPECT_EQ(r.tokens, host.tokens) << dtype_name(weights);
+    double worst = 0;
+    for (size_t i = 0; i < std::min(r.logprobs.size(), host.logprobs.size()); ++i)
+      worst = std::max(worst, double(std::fabs(r.logprobs[i].logprob - host.logprobs[i].logprob)));
+    EXPECT_LE(worst, 0.05) << dtype_name(weights);
+    const std::string text = req.fused_decode->placement_text();
+    EXPECT_NE(text.find("weights dequantized from the file's GGML blocks (q5_0, q8_0) to f32, then " +
+                        std::string(weights == DType::I8 ? "quantized per row to int8" : "rounded to bf16")),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(req.fused_decode->placement_json().value("dequantized_from", ""), "q5_0, q8_0");
+    std::printf("gemma3 q5q8 fused %s: host %s, npu-sim %s, worst |d logprob| %.2e\n",
+                std::string(dtype_name(weights)).c_str(),
+                ::testing::PrintToString(host.tokens).c_str(), ::testing::PrintToString(r.tokens).c_str(), worst);
+  }
+}
+
+// The real Gemma 3 270M (Q4_K_M with q5_0, q6_k and q8_0 tensors), when it has been pulled into
+// the default store (not in CI): 8 greedy tokens through the fused int8 plan (int8 weights from
+// the dequantized blocks, int8 KV cache: the CLI's npu-sim default) against the host decoder on
+// the same file, which runs the blocks themselves. Asserted: the same greedy tokens, the chosen
+// tokens' log-probs within 0.5 of the host's, and one dispatch per decode token.
+TEST(LlmNpuSimFusedRealModel, Gemma3_270mInt8GreedyTokensMatchHostSlow) {
+  std::string path;
+  try {
+    path = resolve_model_path("gemma3-270m");
+  } catch (const std::runtime_error&) {
+    GTEST_SKIP() << "gemma3-270m is not in the default store (`npu model pull gemma3-270m`)";
+  }
+  LoadOptions o;
+  o.context_length = 64;
+  const auto lm = LanguageModel::load(path, o);
+  GenerateRequest req;
+  req.prompt = lm->tokenizer().encode("The capital of France is").ids;
+  req.sampling.temperature = 0.0f;
+  req.max_tokens = kNewTokens;
+  req.sampling.logprobs = true;
+  const GenerateResult host = generate(*lm, req);
+
+  npu::NpuSimBackend sim;
+  HostBackend host_backend;
+  req.backends = {&sim, &host_backend};
+  req.fused_decode = NpuSimFusedDecode::prepare(*lm, DType::I8, DType::I8);
+  ASSERT_TRUE(req.fused_decode->enabled()) << req.fused_decode->refusal();
+  const GenerateResult r = generate(*lm, req);
+  EXPECT_EQ(r.tokens, host.tokens);
+  double worst = 0;
+  for (size_t i = 0; i < std::min(r.logprobs.size(), host.logprobs.size()); ++i)
+    worst = std::max(worst, double(std::fabs(r.logprobs[i].logprob - host.logprobs[i].logprob)));
+  EXPECT_LE(worst, 0.5);
+  EXPECT_EQ(req.fused_decode->stats().dispatches, int64_t(r.tokens.size()) - 1);
+  const std::string text = req.fused_decode->placement_text();
+  EXPECT_NE(text.find("weights dequantized from the file's GGML blocks"), std::string::npos) << text;
+  std::printf("gemma3-270m int8 fused: host %s, npu-sim %s, worst |d logprob| %.3f\n",
+              ::testing::PrintToString(host.tokens).c_str(), ::testing::PrintToString(r.tokens).c_str(), worst);
 }
