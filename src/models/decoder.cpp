@@ -87,13 +87,15 @@ std::vector<uint8_t> read_bytes(const TensorInfo& info) {
   return raw;
 }
 
+}  // namespace
+
 // GGML q5_0 (f16 d; u8 qh[4]; u8 qs[16]: value = d * (5-bit q - 16)) has no engine dtype, but
 // every value is d times an integer in [-16, 15], so it is exactly a q8_0 block (f16 d; int8
 // q[32]) with the same d. Llama.cpp's Q4_K_M files use q5_0 for some matrices (Gemma 3 270M: q,
 // k, gate, up), so those are repacked once at load: lossless, 34 instead of 22 bytes a block.
-constexpr int64_t kQ5Bytes = 22, kQ8Bytes = 34;
+static constexpr int64_t kQ5Bytes = 22, kQ8Bytes = 34;
 
-int64_t q5_0_blocks(const TensorInfo& info) {
+static int64_t q5_0_blocks(const TensorInfo& info) {
   const int64_t blocks = static_cast<int64_t>(info.bytes) / kQ5Bytes;
   if (info.shape.size() != 2 || blocks * kQ5Bytes != static_cast<int64_t>(info.bytes) ||
       blocks * 32 != shape_numel(info.shape))
@@ -101,7 +103,7 @@ int64_t q5_0_blocks(const TensorInfo& info) {
   return blocks;
 }
 
-void q5_0_to_q8_0(const uint8_t* src, int64_t blocks, uint8_t* dst) {
+static void q5_0_to_q8_0(const uint8_t* src, int64_t blocks, uint8_t* dst) {
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* in = src + b * kQ5Bytes;
     uint8_t* o = dst + b * kQ8Bytes;
@@ -117,7 +119,7 @@ void q5_0_to_q8_0(const uint8_t* src, int64_t blocks, uint8_t* dst) {
   }
 }
 
-Tensor q5_0_as_q8_0(const TensorInfo& info) {
+static Tensor q5_0_as_q8_0(const TensorInfo& info) {
   const int64_t blocks = q5_0_blocks(info);
   const std::vector<uint8_t> raw = read_bytes(info);
   Tensor out = Tensor::empty(info.shape, DType::Q8_0);
@@ -125,9 +127,7 @@ Tensor q5_0_as_q8_0(const TensorInfo& info) {
   return out;
 }
 
-// The engine dtype a GGML tensor is used in (q5_0 as q8_0), or none when it is not a GGML block
-// type: only those are fused (see Loader::fused).
-std::optional<DType> ggml_dtype(const TensorInfo& info) {
+std::optional<DType> ggml_block_dtype(const TensorInfo& info) {
   if (!info.dtype && info.file_dtype == "q5_0") return DType::Q8_0;
   if (!info.dtype) return std::nullopt;
   switch (*info.dtype) {
@@ -135,6 +135,12 @@ std::optional<DType> ggml_dtype(const TensorInfo& info) {
     default: return std::nullopt;
   }
 }
+
+Tensor load_decoder_weight(const WeightSource& src, const TensorInfo& info) {
+  return !info.dtype && info.file_dtype == "q5_0" ? q5_0_as_q8_0(info) : src.get(info.name);
+}
+
+namespace {
 
 // The model's GGML block matrices, copied into one buffer backed by transparent huge pages
 // (HeapBuffer advises them from 8 MiB up). A decode step streams every matrix once; held as
@@ -167,7 +173,7 @@ class Loader {
   int64_t arena_bytes(const std::string& name) const {
     if (!has(name)) return 0;
     const TensorInfo& info = src_.info(prefix_ + name);
-    const auto d = ggml_dtype(info);
+    const auto d = ggml_block_dtype(info);
     return d ? arena_room(dtype_bytes(*d, shape_numel(info.shape))) : 0;
   }
   int64_t arena_bytes(const std::vector<std::string>& names, const std::vector<Shape>& shapes) const {
@@ -188,7 +194,7 @@ class Loader {
     if (info.shape != expect)
       throw std::runtime_error(src_.path() + ": tensor '" + full + "' has shape " +
                                shape_str(info.shape) + ", expected " + shape_str(expect));
-    const DType dt = *ggml_dtype(info);
+    const DType dt = *ggml_block_dtype(info);
     Tensor t = take(expect, dt);
     if (!info.dtype) {  // q5_0
       const std::vector<uint8_t> raw = read_bytes(info);
@@ -208,7 +214,7 @@ class Loader {
     if (!src_.contains(full))
       throw std::runtime_error(src_.path() + ": missing tensor '" + full + "'");
     const TensorInfo& info = src_.info(full);
-    Tensor t = !info.dtype && info.file_dtype == "q5_0" ? q5_0_as_q8_0(info) : src_.get(full);
+    Tensor t = load_decoder_weight(src_, info);
     if (t.shape() != expect)
       throw std::runtime_error(src_.path() + ": tensor '" + full + "' has shape " +
                                shape_str(t.shape()) + ", expected " + shape_str(expect));
@@ -252,7 +258,7 @@ class Loader {
     for (size_t i = 0; i < names.size(); ++i) {
       if (!has(names[i])) return std::nullopt;
       const TensorInfo& info = src_.info(prefix_ + names[i]);
-      const auto d = ggml_dtype(info);
+      const auto d = ggml_block_dtype(info);
       if (!d || (dt && *d != *dt) || info.shape != shapes[i]) return std::nullopt;
       dt = d;
     }

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/backend.h"
@@ -41,6 +42,13 @@ struct DecoderStep {
 // theta^(-2i/D), then llama3 or linear scaling, then GGUF's per-pair divisors (rope_freqs; may be
 // undefined). The decoder and npu-sim's fused decode both use it.
 Tensor rope_frequencies(const DecoderSpec& s, bool local, const Tensor& divisors);
+
+// GGUF weights as the decoder uses them. GGML q5_0 has no engine dtype but is exactly a q8_0
+// block (d times integers in [-16, 15]), so it is repacked to q8_0 at load (lossless).
+// The engine dtype a GGML block tensor is used in (q5_0: Q8_0); nullopt for other tensors.
+std::optional<DType> ggml_block_dtype(const TensorInfo& info);
+// The tensor `info` names in `src`, q5_0 repacked to q8_0, every other dtype as the file has it.
+Tensor load_decoder_weight(const WeightSource& src, const TensorInfo& info);
 
 class Decoder {
  public:

@@ -3,8 +3,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -36,43 +34,10 @@ std::vector<float> rope_inv_freq(const DecoderSpec& s, const WeightSource& w, bo
   return rope_frequencies(s, local, divisors).to_vector();
 }
 
-// GGML block tensors: the engine's block dtypes, and q5_0 (no engine dtype; the host decoder
-// repacks it to q8_0 at load, decoder.cpp).
-bool is_ggml_block(const TensorInfo& info) {
-  if (!info.dtype) return info.file_dtype == "q5_0";
-  switch (*info.dtype) {
-    case DType::Q8_0: case DType::Q4_0: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return true;
-    default: return false;
-  }
-}
-
-// A GGML block tensor dequantized to f32 by the engine's block decoders (Tensor::to_vector,
-// core/ggml_blocks.h). q5_0 (f16 d; u8 qh[4]; u8 qs[16]: d * (5-bit q - 16)) is each block's
-// exact q8_0 form first (d times integers in [-16, 15]), as the host decoder loads it.
+// A GGML block tensor (q5_0 included, as the host decoder loads it: its exact q8_0 form)
+// dequantized to f32 by the engine's block decoders (Tensor::to_vector, core/ggml_blocks.h).
 std::vector<float> ggml_f32(const WeightSource& w, const TensorInfo& info) {
-  if (info.dtype) return w.get(info.name).to_vector();
-  constexpr int64_t kQ5Bytes = 22, kQ8Bytes = 34;
-  const int64_t blocks = int64_t(info.bytes) / kQ5Bytes;
-  if (info.shape.empty() || blocks * kQ5Bytes != int64_t(info.bytes) || blocks * 32 != shape_numel(info.shape))
-    throw std::runtime_error(info.file + ": q5_0 tensor '" + info.name + "' has an inconsistent size");
-  std::vector<uint8_t> raw(info.bytes);
-  std::ifstream in(info.file, std::ios::binary);
-  in.seekg(std::streamoff(info.offset));
-  if (!in.read(reinterpret_cast<char*>(raw.data()), std::streamsize(raw.size())))
-    throw std::runtime_error(info.file + ": cannot read tensor '" + info.name + "'");
-  Tensor q8 = Tensor::empty(info.shape, DType::Q8_0);
-  for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* q5 = raw.data() + b * kQ5Bytes;
-    uint8_t* o = reinterpret_cast<uint8_t*>(q8.raw()) + b * kQ8Bytes;
-    std::memcpy(o, q5, 2);  // d
-    uint32_t qh;
-    std::memcpy(&qh, q5 + 2, 4);
-    for (int j = 0; j < 16; ++j) {
-      o[2 + j] = uint8_t(int8_t(((q5[6 + j] & 0x0F) | (((qh >> j) & 1u) << 4)) - 16));
-      o[2 + j + 16] = uint8_t(int8_t(((q5[6 + j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16));
-    }
-  }
-  return q8.to_vector();
+  return load_decoder_weight(w, info).to_vector();
 }
 
 void add_reason(std::string& all, const std::string& why) { all += (all.empty() ? "" : "; ") + why; }
@@ -144,7 +109,7 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
     const TensorInfo& info = w.info(name);
     const std::optional<DType> t = info.dtype;
     const bool plain = t && (*t == DType::F32 || *t == DType::F16 || *t == DType::BF16);
-    if (!plain && !is_ggml_block(info)) {
+    if (!plain && !ggml_block_dtype(info).has_value()) {
       if (quantized++ == 0)  // the first one names the case; the rest would repeat it
         add_reason(why, name + " is " + info.file_dtype +
                           ": the fused designs take f32/f16/bf16 weights or GGML blocks dequantized to f32 "
