@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fused_test_util.h"
+#include "kv_test_util.h"
 #include "npu/design_families.h"
 #include "npu/runtime/decode_dry_run.h"
 #include "npu/runtime/fused_decoder.h"
@@ -26,22 +27,6 @@ namespace {
 
 constexpr int64_t kMaxLen = 16, kFilled = 3;
 
-// A 2-layer Qwen3-like model with int8 weights and an int8 KV cache (random weights).
-SimDecoderModel model() {
-  FusedRng r(77);
-  SimDecoderModel m;
-  m.shape = {128, 4, 2, 64, 256, 1, true, false};
-  m.shape.kv_int8 = true;
-  m.weights = DType::I8;
-  m.vocab = 64;
-  m.embed = r.vals(m.vocab * m.shape.hidden);
-  for (int64_t i = 0; i < m.shape.head_dim / 2; ++i)
-    m.inv_freq.push_back(std::pow(10000.0f, -2.0f * float(i) / float(m.shape.head_dim)));
-  for (int i = 0; i < 2; ++i) m.layers.push_back(layer_weights(r, m.shape));
-  m.final_norm = r.vals(m.shape.hidden, 0.5f, 1.5f);
-  m.head = r.vals(m.vocab * m.shape.hidden);
-  return m;
-}
 
 uint64_t bo_address(const std::vector<uint32_t>& packet, size_t arg) {
   const nlohmann::json dc = describe_command(packet);
@@ -60,7 +45,7 @@ std::vector<uint32_t> words(const driver::SubmittedCommand& c) { return c.words;
 }  // namespace
 
 TEST(NpuDeviceFusedDecodeKv8, UploadsValuesAndScalesAndMovesOnlyTheViews) {
-  const SimDecoderModel m = model();
+  const SimDecoderModel m = small_int8_model(8);
   SimDecoderState st(m, kMaxLen);
   FusedRng r(9);
   const int64_t kvd = m.shape.kv_heads * m.shape.head_dim;

@@ -19,6 +19,7 @@
 
 #include "aie_kernels/fused_stage_int8.h"
 #include "fused_test_util.h"
+#include "kv_test_util.h"
 #include "npu/artifacts/insts.h"
 #include "npu/artifacts/iron_emitter.h"
 #include "npu/cost_model.h"
@@ -35,41 +36,6 @@ using namespace xdna::npu::test;
 namespace {
 
 constexpr int64_t kP = 32, kObj = 2048;
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t rup(int64_t a, int64_t b) { return cdiv(a, b) * b; }
-
-DecodeLayerShape qwen3_06b(int64_t context, bool kv_int4) {
-  DecodeLayerShape s{1024, 16, 8, 128, 3072, context, true, false};
-  s.capacity = 1024;
-  s.kv_int4 = kv_int4;
-  return s;
-}
-
-// A small Qwen3-like layer with int8 weights: 2 KV heads on 32 cores (16 cores a head).
-DecodeLayerShape small(int64_t context, bool kv_int4) {
-  DecodeLayerShape s{128, 4, 2, 64, 256, context, true, false};
-  s.capacity = 64;
-  s.kv_int4 = kv_int4;
-  return s;
-}
-
-// Bytes the runtime sequence moves from / to the arguments named.
-int64_t moved(const Design& d, SeqOp op, const std::string& arg) {
-  int64_t n = 0;
-  for (const SeqStep& s : d.sequence)
-    if (s.op == op && d.args.at(size_t(s.arg)).name == arg) n += s.pattern.bytes();
-  return n;
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 }  // namespace
 
@@ -110,8 +76,8 @@ TEST(Int4KvQuantizer, ScaleRoundingSaturationAndPacking) {
 // object: 256 positions x 8 bytes); the new row 1 KiB of values + 64 bytes of scales. The rest
 // of the stream is unchanged, and the modelled DDR bytes differ by exactly the KV bytes saved.
 TEST(Int4KvStreamBytes, QwenLayerQuartersTheKvReadAndItemisesTheScales) {
-  const Design b = decode_layer_design(DType::I8, qwen3_06b(1024, false));
-  const Design q = decode_layer_design(DType::I8, qwen3_06b(1024, true));
+  const Design b = decode_layer_design(DType::I8, qwen3_06b(1024, 16));
+  const Design q = decode_layer_design(DType::I8, qwen3_06b(1024, 4));
   EXPECT_EQ(q.name, b.name.substr(0, b.name.size() - 3) + "_kv4_c8");
   EXPECT_NO_THROW(validate_design(q));  // the hardware limits (aie2p.md) hold
   const int64_t kv = 8 * 128, ppc = 1024 / 4;
@@ -138,7 +104,7 @@ TEST(Int4KvStreamBytes, PlanKvReadIsAQuarterPlusScales) {
   in.family = "qwen3";
   in.layers = 28;
   in.vocab = 151936;
-  in.shape = qwen3_06b(1, false);
+  in.shape = qwen3_06b(1, 16);
   for (const int64_t ctx : {128, 512, 1024}) {
     DecoderPlanOptions o;
     o.context = ctx;
@@ -175,7 +141,7 @@ TEST(SimFusedKv4, NewRowIsTheQuantizedBf16RowAndOutputNearBf16Kv) {
   for (const bool exact : {true, false})
     for (const int64_t length : {0, 40}) {
       FusedRng r(811);
-      const DecodeLayerShape sb = small(length + 1, false), sq = small(length + 1, true);
+      const DecodeLayerShape sb = small(length + 1, 16), sq = small(length + 1, 4);
       const SimLayerWeights w = layer_weights(r, sb);
       const std::vector<aie::bf16> x = r.bf16s(sb.hidden);
       const std::vector<float> ro = rope(sb.head_dim, length);
@@ -271,14 +237,14 @@ TEST(SimFusedKv4, OutputNearTheBf16LayerOverTheDequantizedCache) {
 // with the int4 cache too: the position is only where kv, kv_row, kv_scales and kv_row_scales
 // start in their buffers (half a byte a value: kv_row moves head_dim / 2 bytes a position).
 TEST(SimFusedKv4, InstructionStreamIsPositionIndependent) {
-  const Design a = decode_layer_design(DType::I8, qwen3_06b(701, true));
-  const Design b = decode_layer_design(DType::I8, qwen3_06b(704, true));
+  const Design a = decode_layer_design(DType::I8, qwen3_06b(701, 4));
+  const Design b = decode_layer_design(DType::I8, qwen3_06b(704, 4));
   EXPECT_EQ(design_to_json(a)["sequence"], design_to_json(b)["sequence"]);
   EXPECT_EQ(insts::encode(insts::lower_sequence(a)), insts::encode(insts::lower_sequence(b)));
   EXPECT_EQ(kv_window_offset(a), 0);
   EXPECT_EQ(kv_row_offset(b) - kv_row_offset(a), 3 * 64);
   EXPECT_EQ(kv_scales_row_offset(b) - kv_scales_row_offset(a), 3 * 8);
-  DecodeLayerShape la = qwen3_06b(600, true), lb = qwen3_06b(900, true);
+  DecodeLayerShape la = qwen3_06b(600, 4), lb = qwen3_06b(900, 4);
   la.window = lb.window = 512;
   const Design wa = decode_layer_design(DType::I8, la), wb = decode_layer_design(DType::I8, lb);
   EXPECT_EQ(insts::encode(insts::lower_sequence(wa)), insts::encode(insts::lower_sequence(wb)));
@@ -290,7 +256,7 @@ TEST(SimFusedKv4, InstructionStreamIsPositionIndependent) {
 // an int4 cache, both int8 and int4 set, and drained rows of the wrong size or for another cache:
 // refused by name.
 TEST(SimFusedKv4, BadInputIsRefusedByName) {
-  const DecodeLayerShape s = small(20, true);
+  const DecodeLayerShape s = small(20, 4);
   const Design d = decode_layer_design(DType::I8, s);
   std::vector<uint8_t> short_scales(size_t(kv_scales_bytes(d)) / 2);
   const std::string view = error_of([&] { kv_scale_views(d, short_scales); });
@@ -328,7 +294,7 @@ TEST(SimFusedKv4, BadInputIsRefusedByName) {
 // The IRON emitter takes the kv4 design: its kernel source is written, and every core calls the
 // kv_scales stage before attention.
 TEST(SimFusedKv4, EmitsIronWithTheKvScalesStage) {
-  const Design d = decode_layer_design(DType::I8, small(20, true), 2);
+  const Design d = decode_layer_design(DType::I8, small(20, 4), 2);
   EXPECT_TRUE(missing_kernels(d).empty());
   EXPECT_EQ(kernel_sources(d), std::vector<std::string>{"aie_kernels/decode_layer_int8_kv4.cc"});
   const std::string py = emit_iron(d);
@@ -342,20 +308,10 @@ TEST(SimFusedKv4, EmitsIronWithTheKvScalesStage) {
 // `--device npu`'s fused decode over the dry-run driver (npu (needs hardware, unverified here)):
 // the prefilled rows are uploaded packed two a byte, and kv_row moves head_dim / 2 bytes a token.
 TEST(NpuDeviceFusedDecodeKv4, UploadsPackedValuesAndMovesOnlyTheViews) {
-  FusedRng r(77);
-  SimDecoderModel m;
-  m.shape = {128, 4, 2, 64, 256, 1, true, false};
-  m.shape.kv_int4 = true;
-  m.weights = DType::I8;
-  m.vocab = 64;
-  m.embed = r.vals(m.vocab * m.shape.hidden);
-  for (int64_t i = 0; i < m.shape.head_dim / 2; ++i)
-    m.inv_freq.push_back(std::pow(10000.0f, -2.0f * float(i) / float(m.shape.head_dim)));
-  for (int i = 0; i < 2; ++i) m.layers.push_back(layer_weights(r, m.shape));
-  m.final_norm = r.vals(m.shape.hidden, 0.5f, 1.5f);
-  m.head = r.vals(m.vocab * m.shape.hidden);
+  const SimDecoderModel m = small_int8_model(4);
   constexpr int64_t kMaxLen = 16, kFilled = 3;
   SimDecoderState st(m, kMaxLen);
+  FusedRng r(9);
   const int64_t kvd = m.shape.kv_heads * m.shape.head_dim, D = m.shape.head_dim;
   for (int64_t p = 0; p < kFilled; ++p)
     for (SimKvCache& kv : st.kv) kv.append(r.bf16s(2 * kvd));

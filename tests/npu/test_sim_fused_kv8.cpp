@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fused_test_util.h"
+#include "kv_test_util.h"
 #include "npu/artifacts/insts.h"
 #include "npu/artifacts/iron_emitter.h"
 #include "npu/cost_model.h"
@@ -28,37 +29,12 @@ using namespace xdna::npu::test;
 namespace {
 
 constexpr int64_t kP = 32, kObj = 2048;
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t rup(int64_t a, int64_t b) { return cdiv(a, b) * b; }
-
-DecodeLayerShape qwen3_06b(int64_t context, bool kv_int8) {
-  DecodeLayerShape s{1024, 16, 8, 128, 3072, context, true, false};
-  s.capacity = 1024;
-  s.kv_int8 = kv_int8;
-  return s;
-}
 
 int64_t arg_bytes(const Design& d, const std::string& name) {
   for (const HostArg& a : d.args)
     if (a.name == name) return a.bytes;
   ADD_FAILURE() << d.name << " has no argument " << name;
   return 0;
-}
-
-// Bytes the runtime sequence moves from / to the arguments named.
-int64_t moved(const Design& d, SeqOp op, const std::string& arg) {
-  int64_t n = 0;
-  for (const SeqStep& s : d.sequence)
-    if (s.op == op && d.args.at(size_t(s.arg)).name == arg) n += s.pattern.bytes();
-  return n;
-}
-
-// A small Qwen3-like layer with int8 weights: 2 KV heads on 32 cores (16 cores a head).
-DecodeLayerShape small(int64_t context, bool kv_int8) {
-  DecodeLayerShape s{128, 4, 2, 64, 256, context, true, false};
-  s.capacity = 64;
-  s.kv_int8 = kv_int8;
-  return s;
 }
 
 }  // namespace
@@ -68,8 +44,8 @@ DecodeLayerShape small(int64_t context, bool kv_int8) {
 // 8 bytes); over the 32 cores the KV read is 1 MiB of values + 64 KiB of scales per layer, the
 // new row 2 KiB of values + 64 bytes of scales. The rest of the stream is unchanged.
 TEST(Int8KvStreamBytes, QwenLayerHalvesTheKvReadAndItemisesTheScales) {
-  const Design b = decode_layer_design(DType::I8, qwen3_06b(1024, false));
-  const Design q = decode_layer_design(DType::I8, qwen3_06b(1024, true));
+  const Design b = decode_layer_design(DType::I8, qwen3_06b(1024, 16));
+  const Design q = decode_layer_design(DType::I8, qwen3_06b(1024, 8));
   EXPECT_EQ(q.name, b.name.substr(0, b.name.size() - 3) + "_kv8_c8");
   const int64_t kv = 8 * 128, ppc = 1024 / 4;
   EXPECT_EQ(moved(b, SeqOp::Fill, "kv"), kP * 2 * ppc * 128 * 2);
@@ -98,7 +74,7 @@ TEST(Int8KvStreamBytes, PlanKvReadIsHalfPlusScales) {
   in.family = "qwen3";
   in.layers = 28;
   in.vocab = 151936;
-  in.shape = qwen3_06b(1, false);
+  in.shape = qwen3_06b(1, 16);
   for (const int64_t ctx : {128, 512, 1024}) {
     DecoderPlanOptions o;
     o.context = ctx;
@@ -129,7 +105,7 @@ TEST(SimFusedKv8, NewRowIsTheQuantizedBf16RowAndOutputNearBf16Kv) {
   for (const bool exact : {true, false})
     for (const int64_t length : {0, 40}) {
       FusedRng r(811);
-      const DecodeLayerShape sb = small(length + 1, false), sq = small(length + 1, true);
+      const DecodeLayerShape sb = small(length + 1, 16), sq = small(length + 1, 8);
       const SimLayerWeights w = layer_weights(r, sb);
       const std::vector<aie::bf16> x = r.bf16s(sb.hidden);
       const std::vector<float> ro = rope(sb.head_dim, length);
@@ -171,7 +147,9 @@ TEST(SimFusedKv8, NewRowIsTheQuantizedBf16RowAndOutputNearBf16Kv) {
         span = std::max(span, std::fabs(double(yb[i]))), err = std::max(err, std::fabs(double(yq[i]) - yb[i]));
       std::printf("%s rows, context %lld: max|dy| / max|y| %.2e (int8 vs bf16 KV)\n", exact ? "exact" : "random",
                   (long long)(length + 1), err / span);
-      if (exact || length == 0) EXPECT_EQ(yq, yb) << length;  // length 0: only the new row, bf16 from the array
+      if (exact || length == 0) {  // length 0: only the new row, bf16 from the array
+        EXPECT_EQ(yq, yb) << length;
+      }
       EXPECT_LE(err / span, 0.05) << length;
     }
 }
@@ -180,8 +158,8 @@ TEST(SimFusedKv8, NewRowIsTheQuantizedBf16RowAndOutputNearBf16Kv) {
 // with the int8 cache too: the position is only where kv, kv_row, kv_scales and kv_row_scales
 // start in their buffers.
 TEST(SimFusedKv8, InstructionStreamIsPositionIndependent) {
-  const Design a = decode_layer_design(DType::I8, qwen3_06b(701, true));
-  const Design b = decode_layer_design(DType::I8, qwen3_06b(704, true));
+  const Design a = decode_layer_design(DType::I8, qwen3_06b(701, 8));
+  const Design b = decode_layer_design(DType::I8, qwen3_06b(704, 8));
   EXPECT_EQ(design_to_json(a)["sequence"], design_to_json(b)["sequence"]);
   EXPECT_EQ(insts::encode(insts::lower_sequence(a)), insts::encode(insts::lower_sequence(b)));
   EXPECT_EQ(kv_window_offset(a), 0);
@@ -189,7 +167,7 @@ TEST(SimFusedKv8, InstructionStreamIsPositionIndependent) {
   EXPECT_EQ(kv_scales_window_offset(a), 0);
   EXPECT_EQ(kv_scales_row_offset(a), 700 * 8);
   EXPECT_EQ(kv_scales_row_offset(b) - kv_scales_row_offset(a), 3 * 8);
-  DecodeLayerShape la = qwen3_06b(600, true), lb = qwen3_06b(900, true);
+  DecodeLayerShape la = qwen3_06b(600, 8), lb = qwen3_06b(900, 8);
   la.window = lb.window = 512;
   const Design wa = decode_layer_design(DType::I8, la), wb = decode_layer_design(DType::I8, lb);
   EXPECT_EQ(insts::encode(insts::lower_sequence(wa)), insts::encode(insts::lower_sequence(wb)));
@@ -199,7 +177,7 @@ TEST(SimFusedKv8, InstructionStreamIsPositionIndependent) {
 // A scale view past the buffer, a buffer of another layout, a bf16 cache for the int8 design,
 // bf16 weights with an int8 cache, and a bf16 design asked for its scales: refused by name.
 TEST(SimFusedKv8, BadInputIsRefusedByName) {
-  const Design d = decode_layer_design(DType::I8, small(20, true));
+  const Design d = decode_layer_design(DType::I8, small(20, 8));
   std::vector<uint8_t> short_scales(size_t(kv_scales_bytes(d)) / 2);
   try {
     kv_scale_views(d, short_scales);
@@ -215,7 +193,7 @@ TEST(SimFusedKv8, BadInputIsRefusedByName) {
   EXPECT_EQ(kv_scale_views(d, exact).row.data(), exact.data() + kv_scales_row_offset(d));
 
   FusedRng r(5);
-  const DecodeLayerShape s = small(20, true);
+  const DecodeLayerShape s = small(20, 8);
   const SimLayerWeights w = layer_weights(r, s);
   const SimKvCache bf16_cache = kv_cache(r, s, 19, s.capacity);
   try {
@@ -230,7 +208,7 @@ TEST(SimFusedKv8, BadInputIsRefusedByName) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("an int8 KV cache needs int8 weights"), std::string::npos) << e.what();
   }
-  const Design plain = decode_layer_design(DType::I8, small(20, false));
+  const Design plain = decode_layer_design(DType::I8, small(20, 16));
   EXPECT_THROW(kv_scales_bytes(plain), std::invalid_argument);
   SimKvCache q(s.kv_heads, s.head_dim, 4, true);
   EXPECT_THROW(q.append_int8(std::vector<uint8_t>(7)), std::invalid_argument);
@@ -239,7 +217,7 @@ TEST(SimFusedKv8, BadInputIsRefusedByName) {
 // The IRON emitter takes the kv8 design: its kernel source is written, and every core calls the
 // kv_scales stage before attention, the new row into kv_new after RoPE.
 TEST(SimFusedKv8, EmitsIronWithTheKvScalesStage) {
-  const Design d = decode_layer_design(DType::I8, small(20, true), 2);
+  const Design d = decode_layer_design(DType::I8, small(20, 8), 2);
   EXPECT_TRUE(missing_kernels(d).empty());
   EXPECT_EQ(kernel_sources(d), std::vector<std::string>{"aie_kernels/decode_layer_int8_kv8.cc"});
   const std::string py = emit_iron(d);
