@@ -46,8 +46,8 @@ void sim::drain(const Design& d, HostArgs& args, const std::string& fifo, const 
   for (const SeqStep& s : d.sequence) {
     if (s.op != SeqOp::Drain || s.fifo != fifo) continue;
     std::vector<uint8_t>& a = args.at(size_t(s.arg));
-    walk(s.pattern, [&](int64_t off) {
-      const size_t n = size_t(s.pattern.elem_bytes);
+    walk_runs(s.pattern, [&](int64_t off, int64_t run) {
+      const size_t n = size_t(run);
       if (off < 0 || size_t(off) + n > a.size()) fail(d, "drain '" + fifo + "' writes past its argument");
       std::memcpy(a.data() + off, bytes.data() + pos, n);
       pos += n;
@@ -59,7 +59,7 @@ namespace {
 
 using sim::fail;
 using sim::param;
-using sim::walk;
+using sim::walk_runs;
 using sim::drain;
 using sim::drain_step;
 using sim::core_streams;
@@ -101,23 +101,36 @@ std::string ddr_fifo(int c) { return "ddr_c" + std::to_string(c) + "_l3l2"; }
 
 std::vector<std::vector<uint8_t>> sim::core_streams(const Design& d, const HostArgs& args, int64_t P) {
   std::vector<std::vector<uint8_t>> out(static_cast<size_t>(P));
+  // The bytes walk visits (at most 3 dims, as walk reads them).
+  const auto walked = [](const AccessPattern& p) {
+    int64_t n = p.elem_bytes * p.repeat;
+    for (size_t i = 0; i < p.dims.size() && i < 3; ++i) n *= p.dims[i].size;
+    return std::max<int64_t>(n, 0);
+  };
   for (int c = 0; c < P / kCores; ++c) {
-    std::vector<uint8_t> col;
+    const std::string fifo = ddr_fifo(c);
+    int64_t bytes = 0;
+    for (const SeqStep& s : d.sequence)
+      if (s.op == SeqOp::Fill && s.fifo == fifo) bytes += walked(s.pattern);
+    // The column stream [object][core][2 KiB] written straight into its cores' streams.
+    const size_t per_core = size_t(ceil_div(bytes, kCores * kObj) * kObj);
+    for (int r = 0; r < kCores; ++r) out[size_t(c * kCores + r)].resize(per_core);
+    size_t pos = 0;
     for (const SeqStep& s : d.sequence) {
-      if (s.op != SeqOp::Fill || s.fifo != ddr_fifo(c)) continue;
+      if (s.op != SeqOp::Fill || s.fifo != fifo) continue;
       const std::vector<uint8_t>& a = args.at(size_t(s.arg));
-      walk(s.pattern, [&](int64_t off) {
-        if (off < 0 || off + s.pattern.elem_bytes > int64_t(a.size()))
+      walk_runs(s.pattern, [&](int64_t off, int64_t n) {
+        if (off < 0 || off + n > int64_t(a.size()))
           fail(d, "fill of '" + d.args[size_t(s.arg)].name + "' reads past its " + std::to_string(a.size()) + " bytes");
-        col.insert(col.end(), a.begin() + off, a.begin() + off + s.pattern.elem_bytes);
+        const uint8_t* src = a.data() + off;
+        for (size_t left = size_t(n); left > 0;) {
+          const size_t obj = pos / size_t(kObj), in = pos % size_t(kObj), take = std::min(left, size_t(kObj) - in);
+          std::memcpy(out[size_t(c * kCores) + obj % kCores].data() + (obj / kCores) * kObj + in, src, take);
+          pos += take, src += take, left -= take;
+        }
       });
     }
-    if (col.size() % (kCores * kObj)) fail(d, "column " + std::to_string(c) + " stream is not whole objects");
-    for (size_t o = 0; o < col.size() / (kCores * kObj); ++o)
-      for (int r = 0; r < kCores; ++r) {
-        auto at = col.begin() + int64_t((o * kCores + r) * kObj);
-        out[size_t(c * kCores + r)].insert(out[size_t(c * kCores + r)].end(), at, at + kObj);
-      }
+    if (pos % (kCores * kObj)) fail(d, "column " + std::to_string(c) + " stream is not whole objects");
   }
   return out;
 }
@@ -130,8 +143,8 @@ std::vector<uint8_t> read_drain(const Design& d, const HostArgs& args, const std
   for (const SeqStep& s : d.sequence) {
     if (s.op != SeqOp::Drain || s.fifo != fifo) continue;
     const std::vector<uint8_t>& a = args.at(size_t(s.arg));
-    walk(s.pattern, [&](int64_t off) {
-      const size_t n = size_t(s.pattern.elem_bytes);
+    walk_runs(s.pattern, [&](int64_t off, int64_t run) {
+      const size_t n = size_t(run);
       if (off < 0 || size_t(off) + n > a.size()) fail(d, "drain '" + fifo + "' reads past its argument");
       bytes.insert(bytes.end(), a.begin() + off, a.begin() + off + int64_t(n));
     });

@@ -98,6 +98,21 @@ HostArgs pack_mlp_fused(const Design& d, const SimLayerWeights& w, std::span<con
 HostArgs pack_lm_head(const Design& d, std::span<const float> gamma, std::span<const float> head,
                       std::span<const aie::bf16> x);
 
+// The same packing for a later token around weights packed once (the device keeps them resident):
+// `args` from an earlier pack_decode_layer / pack_lm_head of the same layer or head (any
+// position) keeps its weight arguments ("weights", "weights_rest": they do not depend on the
+// token); every other argument is rewritten as the full pack writes it for `d` (x, the RoPE row,
+// the KV views, zeroed outputs). Throws std::invalid_argument naming the design when `args` is
+// not d's argument list or the inputs do not fit it.
+void repack_decode_layer(const Design& d, HostArgs& args, std::span<const aie::bf16> x,
+                         std::span<const float> rope, const SimKvCache& kv);
+void repack_lm_head(const Design& d, HostArgs& args, std::span<const aie::bf16> x);
+// Moves every argument of a decode_layer's or lm_head's `args` but the weight arguments (what the
+// repacks keep) out: into the same slots of `spare` when given, whose buffers the next repack of a
+// design with the same arguments can take back (no fresh pages a token), else freed. (A layer's
+// KV views are about its cache's size: kept for every layer, they would double the cache.)
+void keep_weights_only(const Design& d, HostArgs& args, HostArgs* spare = nullptr);
+
 // Runs one invocation of `d` (families decode_layer, qkv_rope, attention_decode, mlp_fused,
 // lm_head; dtype bf16) on `args`, writing its drained outputs into them. Throws
 // std::invalid_argument naming the design and what it cannot execute (family, dtype, argument
@@ -160,6 +175,22 @@ void walk(const AccessPattern& p, F&& f) {
       for (int64_t i1 = 0; i1 < d[1].size; ++i1)
         for (int64_t i0 = 0; i0 < d[0].size; ++i0)
           f((p.offset + i0 * d[0].stride + i1 * d[1].stride + i2 * d[2].stride) * p.elem_bytes);
+}
+// The same elements as walk, in the same order, as runs f(byte offset, bytes): an innermost row
+// is one run when its elements are adjacent (dims[0] stride 1), else each element is one.
+template <class F>
+void walk_runs(const AccessPattern& p, F&& f) {
+  Dim d[3];
+  for (size_t i = 0; i < p.dims.size() && i < 3; ++i) d[i] = p.dims[i];
+  if (d[0].stride != 1) {
+    walk(p, [&](int64_t off) { f(off, p.elem_bytes); });
+    return;
+  }
+  const int64_t run = d[0].size * p.elem_bytes;
+  if (run <= 0) return;
+  for (int64_t rep = 0; rep < p.repeat; ++rep)
+    for (int64_t i2 = 0; i2 < d[2].size; ++i2)
+      for (int64_t i1 = 0; i1 < d[1].size; ++i1) f((p.offset + i1 * d[1].stride + i2 * d[2].stride) * p.elem_bytes, run);
 }
 }  // namespace sim
 

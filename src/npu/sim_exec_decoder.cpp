@@ -18,7 +18,8 @@ SimDecoderState::SimDecoderState(const SimDecoderModel& m, int64_t max_len) {
   for (size_t i = 0; i < m.layers.size(); ++i) kv.emplace_back(m.shape.kv_heads, m.shape.head_dim, max_len, m.shape.kv_int8, m.shape.kv_int4);
 }
 
-SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecoderState& state) {
+SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecoderState& state,
+                                  SimResidentArgs* resident) {
   const int64_t H = m.shape.hidden;
   if (id < 0 || id >= m.vocab)
     throw std::invalid_argument("npu-sim: token id " + std::to_string(id) + " outside the vocabulary [0, " +
@@ -42,6 +43,10 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
   const std::vector<float> rope_local = m.sliding_window > 0 ? rope_row(m.inv_freq_local, state.position) : rope;
   std::vector<std::shared_ptr<const Design>> designs;
   std::vector<Invocation> inv;
+  if (resident && resident->layers.size() != m.layers.size()) {
+    if (!resident->layers.empty()) throw std::invalid_argument("npu-sim: the resident arguments are another model's");
+    resident->layers.resize(m.layers.size());
+  }
   for (size_t i = 0; i < m.layers.size(); ++i) {
     t0 = clock::now();
     DecodeLayerShape s = m.shape;
@@ -50,10 +55,20 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
     s.capacity = state.kv[i].max_len;         // the resident cache the design reads in place
     s.window = local ? m.sliding_window : 0;  // the design reads min(context, window) positions
     auto d = std::make_shared<const Design>(decode_layer_design(m.weights, s, m.columns));
-    HostArgs a = pack_decode_layer(*d, m.layers[i], x, local ? rope_local : rope, state.kv[i]);
+    HostArgs fresh;  // each invocation's arguments: the resident ones (weights packed once), or fresh
+    HostArgs& a = resident ? resident->layers[i] : fresh;
+    if (a.empty()) {
+      a = pack_decode_layer(*d, m.layers[i], x, local ? rope_local : rope, state.kv[i]);
+      if (resident) ++resident->weight_packs;
+    } else {
+      for (size_t j = 0; j < a.size() && j < resident->spare.size(); ++j)
+        if (a[j].empty()) a[j].swap(resident->spare[j]);  // the last layer's buffers (same arguments)
+      repack_decode_layer(*d, a, x, local ? rope_local : rope, state.kv[i]);
+    }
     run_design(*d, a, m.kernel);
     append_kv_new(*d, a, state.kv[i]);
     x = arg_bf16(*d, a, "result", H);
+    if (resident) keep_weights_only(*d, a, &resident->spare);
     const double t = ms(t0);
     // The layer's ops, all inside this one decode_layer invocation (its time on the first).
     const std::string L = "L" + std::to_string(i) + ".";
@@ -77,7 +92,14 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
   }
   t0 = clock::now();
   auto head = std::make_shared<const Design>(lm_head_design(m.weights, m.vocab, H, m.columns));
-  HostArgs a = pack_lm_head(*head, m.final_norm, m.head, x);
+  HostArgs fresh;
+  HostArgs& a = resident ? resident->head : fresh;
+  if (a.empty()) {
+    a = pack_lm_head(*head, m.final_norm, m.head, x);
+    if (resident) ++resident->weight_packs;
+  } else {
+    repack_lm_head(*head, a, x);
+  }
   run_design(*head, a, m.kernel);
   r.logits = lm_head_logits(*head, a);
   const double t = ms(t0);

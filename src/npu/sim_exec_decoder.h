@@ -55,8 +55,24 @@ struct SimTokenResult {
   CostReport cost;            // the token's invocations priced by the cost model (modelled)
 };
 
+// The host arguments npu-sim keeps across a model's tokens, as the device keeps its buffers
+// resident: each layer's and the head's, their weight arguments ("weights", "weights_rest":
+// every matrix rounded to bf16 or quantized per row) packed at the first token and reused after;
+// the rest (x, the RoPE row, the KV views, the outputs) rewritten per token (repack_decode_layer,
+// repack_lm_head) in buffers reused from token to token. One per model; any sequence of it may
+// use it, one token at a time.
+struct SimResidentArgs {
+  std::vector<HostArgs> layers;  // per layer: its weight arguments (none until its first token)
+  HostArgs head;
+  HostArgs spare;  // the layers' other arguments' buffers, passed from layer to layer
+  int64_t weight_packs = 0;  // layers and heads whose weights were packed: layers + 1 once all ran
+};
+
 // Runs token `id` at state.position, appends its K/V and advances the position. Throws
-// std::invalid_argument for an id outside the vocabulary or a full cache.
-SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecoderState& state);
+// std::invalid_argument for an id outside the vocabulary or a full cache. With `resident` (of
+// this model) the weights are packed once and kept there; without, every token packs them anew.
+// Either way the same arguments run: the same logits, bit for bit.
+SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecoderState& state,
+                                  SimResidentArgs* resident = nullptr);
 
 }  // namespace xdna::npu

@@ -20,7 +20,7 @@ namespace {
 using aie::bf16;
 using sim::fail;
 using sim::param;
-using sim::walk;
+using sim::walk_runs;
 
 // The inverse of sim::core_streams (packing): scatter each core's stream into the arguments the
 // fills read, except the argument `in_place` (a resident buffer the fills read as it is: its
@@ -45,10 +45,10 @@ void scatter_streams(const Design& d, const std::vector<std::vector<uint8_t>>& s
         pos += size_t(s.pattern.bytes());
         continue;
       }
-      walk(s.pattern, [&](int64_t off) {
-        if (pos + size_t(s.pattern.elem_bytes) > col.size()) fail(d, "packed stream shorter than its fills");
-        std::memcpy(a.data() + off, col.data() + pos, size_t(s.pattern.elem_bytes));
-        pos += size_t(s.pattern.elem_bytes);
+      walk_runs(s.pattern, [&](int64_t off, int64_t n) {
+        if (pos + size_t(n) > col.size()) fail(d, "packed stream shorter than its fills");
+        std::memcpy(a.data() + off, col.data() + pos, size_t(n));
+        pos += size_t(n);
       });
     }
     if (pos != col.size()) fail(d, "fills of column " + std::to_string(c) + " do not take the packed stream");
@@ -490,6 +490,76 @@ HostArgs pack_lm_head(const Design& d, std::span<const float> gamma, std::span<c
   HostArgs a = empty_args(d);
   scatter_streams(d, streams, a);
   return a;
+}
+
+namespace {
+
+bool is_weight_arg(const std::string& name) { return name == "weights" || name == "weights_rest"; }
+
+// Every argument of `args` but the weight arguments (packed once) made anew for d as the
+// full pack leaves it before its parts are written: d's size, zero. Throws naming the design when
+// `args` is not d's argument list (count, or a kept argument's size).
+void reset_args(const Design& d, HostArgs& args) {
+  if (args.size() != d.args.size())
+    fail(d, "the kept arguments are " + std::to_string(args.size()) + ", the design takes " +
+                std::to_string(d.args.size()));
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!is_weight_arg(d.args[i].name)) {
+      args[i].assign(size_t(d.args[i].bytes), 0);
+    } else if (int64_t(args[i].size()) != d.args[i].bytes) {
+      fail(d, "the kept argument '" + d.args[i].name + "' has " + std::to_string(args[i].size()) +
+                  " bytes, the design's has " + std::to_string(d.args[i].bytes));
+    }
+  }
+}
+
+// A replicated part (x, the RoPE row: one copy every core reads) into its argument's start.
+void put_replicated(const Design& d, HostArgs& args, const char* name, const void* src, size_t bytes) {
+  std::vector<uint8_t>& a = args.at(size_t(arg_index(d, name)));
+  if (bytes > a.size()) fail(d, std::string("argument '") + name + "' is shorter than its part");
+  std::memcpy(a.data(), src, bytes);
+}
+
+}  // namespace
+
+void repack_decode_layer(const Design& d, HostArgs& args, std::span<const aie::bf16> x,
+                         std::span<const float> rope, const SimKvCache& kv) {
+  if (d.family != "decode_layer") fail(d, "is not a decode_layer design");
+  const Geometry g = geometry(d, true);
+  check_dims(d, g);
+  if (int64_t(x.size()) != g.hidden) fail(d, "x has " + std::to_string(x.size()) + " values");
+  if (int64_t(rope.size()) != g.D) fail(d, "rope row has " + std::to_string(rope.size()) + " values, expected head_dim");
+  check_kv(d, g, kv);
+  if (param(d, "position") != kv.length)
+    fail(d, "is the token at position " + std::to_string(param(d, "position")) + ", the cache holds " +
+                std::to_string(kv.length) + " positions");
+  reset_args(d, args);
+  put_replicated(d, args, "x", x.data(), x.size_bytes());
+  put_replicated(d, args, "rope", rope.data(), rope.size_bytes());
+  write_resident_kv(d, kv, kv_window_offset(d), args.at(size_t(arg_index(d, "kv"))));
+  write_resident_kv(d, kv, kv_row_offset(d), args.at(size_t(arg_index(d, "kv_row"))));
+  if (kv_value_bits(d) < 16) {
+    write_resident_scales(d, kv, kv_scales_window_offset(d), args.at(size_t(arg_index(d, "kv_scales"))));
+    write_resident_scales(d, kv, kv_scales_row_offset(d), args.at(size_t(arg_index(d, "kv_row_scales"))));
+  }
+}
+
+void keep_weights_only(const Design& d, HostArgs& args, HostArgs* spare) {
+  if (args.size() != d.args.size()) fail(d, "takes " + std::to_string(d.args.size()) + " host arguments");
+  if (spare && spare->size() < args.size()) spare->resize(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (is_weight_arg(d.args[i].name)) continue;
+    if (spare) (*spare)[i] = std::move(args[i]);
+    std::vector<uint8_t>().swap(args[i]);
+  }
+}
+
+void repack_lm_head(const Design& d, HostArgs& args, std::span<const aie::bf16> x) {
+  if (d.family != "lm_head") fail(d, "is not an lm_head design");
+  const HeadGeometry h = head_geometry(d);
+  if (int64_t(x.size()) != h.hidden) fail(d, "x has " + std::to_string(x.size()) + " values, expected hidden");
+  reset_args(d, args);
+  put_replicated(d, args, "x", x.data(), x.size_bytes());
 }
 
 }  // namespace xdna::npu

@@ -257,6 +257,7 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
     size_t pc = 0, ddr = 0, gives = 0, takes = 0;
     std::vector<std::array<int64_t, 3>> loops;  // first step, end, iterations left
     std::map<std::string, std::vector<uint8_t>> held;
+    std::vector<std::vector<uint8_t>> spare;  // released objects' buffers, reused by the next acquires
     std::shared_ptr<void> state;  // the core's L1 state, which its entry points reach (xk::core_state)
   };
   std::vector<Core> cs(P);
@@ -276,6 +277,7 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
     fail(d, "its kernel args lack " + names + ", which " + k.name + " takes");
   }
   std::map<const CoreStep*, StageScalars> call_scalars;  // each Call step's scalars, merged once
+  std::map<const CoreStep*, const ObjectFifo*> fifo_of;  // each Acquire step's FIFO, found once
   std::vector<std::vector<uint8_t>> joined;  // per exchange round: every core's slice in order
   std::vector<size_t> given;
   std::map<std::string, std::vector<uint8_t>> outputs;
@@ -303,17 +305,25 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
         if (s.op == CoreOp::Loop) {
           c.loops.push_back({int64_t(c.pc) + 1, int64_t(c.pc) + 1 + s.body, s.count});
         } else if (s.op == CoreOp::Acquire) {
-          const ObjectFifo* f = d.find_fifo(s.name);
+          auto found = fifo_of.find(&s);
+          if (found == fifo_of.end()) found = fifo_of.emplace(&s, d.find_fifo(s.name)).first;
+          const ObjectFifo* f = found->second;
           if (!f) fail(d, "core " + to_string(cores[p]->at) + " acquires unknown FIFO " + s.name);
-          std::vector<uint8_t> obj(size_t(f->elem_bytes), 0);
+          if (s.name == "act" && waits()) break;  // for every core's slice
+          std::vector<uint8_t> obj;  // a zeroed object of the FIFO's size, its buffer reused
+          if (!c.spare.empty()) obj = std::move(c.spare.back()), c.spare.pop_back();
           if (s.name.rfind("ddr_", 0) == 0) {
             if ((c.ddr + 1) * kObj > streams[p].size())
               fail(d, "core " + to_string(cores[p]->at) + " reads past its DDR stream");
-            std::memcpy(obj.data(), streams[p].data() + c.ddr * kObj, kObj);
+            const size_t n = std::min(size_t(f->elem_bytes), size_t(kObj));
+            obj.resize(size_t(f->elem_bytes));
+            std::memcpy(obj.data(), streams[p].data() + c.ddr * kObj, n);
+            std::memset(obj.data() + n, 0, obj.size() - n);
             ++c.ddr;
           } else if (s.name == "act") {
-            if (waits()) break;  // for every core's slice
             obj = joined[c.takes];
+          } else {
+            obj.assign(size_t(f->elem_bytes), 0);
           }
           c.held[s.name] = std::move(obj);
         } else if (s.op == CoreOp::Release) {
@@ -328,6 +338,7 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
             std::vector<uint8_t>& out = outputs[s.name];
             out.insert(out.end(), obj.begin(), obj.end());
           }
+          c.spare.push_back(std::move(obj));
           c.held.erase(s.name);
         } else {
           auto e = k.entries.find(s.name);

@@ -207,6 +207,7 @@ std::unique_ptr<NpuSimFusedDecode::Sequence> NpuSimFusedDecode::begin(const Deco
 }
 
 std::vector<float> NpuSimFusedDecode::decode(Sequence& seq, int32_t id, RunReport& report) {
+  const std::lock_guard<std::mutex> lock(decode_mutex_);
   if (device_) {  // one command chain on the device; the ops as npu-sim lists them, on "npu"
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<float> logits = device_->decode(id, seq.state);
@@ -224,7 +225,8 @@ std::vector<float> NpuSimFusedDecode::decode(Sequence& seq, int32_t id, RunRepor
     ++stats_.dispatches;  // one EXEC_CMD (the chain)
     return logits;
   }
-  npu::SimTokenResult r = npu::fused_decode_token(model_, id, seq.state);
+  npu::SimTokenResult r = npu::fused_decode_token(model_, id, seq.state, &resident_);
+  stats_.weight_packs = resident_.weight_packs;
   report.ops.insert(report.ops.end(), r.report.ops.begin(), r.report.ops.end());
   ++stats_.tokens;
   stats_.dispatches += r.cost.run.dispatches;

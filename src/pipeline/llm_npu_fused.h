@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -75,13 +76,16 @@ class NpuSimFusedDecode {
   // kernel quantizes a new row). Throws std::logic_error when !enabled().
   std::unique_ptr<Sequence> begin(const DecoderState& host) const;
   // Decodes token `id` at seq's position; returns its logits [vocab] and appends the token's ops
-  // (npu-sim (modelled), the embedding on the host) to `report`.
+  // (npu-sim (modelled), the embedding on the host) to `report`. npu-sim packs the weights into
+  // the designs' layout at the first token and keeps them (npu::SimResidentArgs), as the device
+  // keeps them resident; calls are serialized.
   std::vector<float> decode(Sequence& seq, int32_t id, RunReport& report);
 
   // Totals over every decode() so far. Times are the cost model's (modelled), not measured.
   struct Stats {
     int64_t tokens = 0, dispatches = 0, configures = 0, xclbin_switches = 0, ddr_bytes = 0;
     double modelled_s = 0;               // cost model total
+    int64_t weight_packs = 0;            // npu-sim: layers and LM heads packed (once: layers + 1)
     std::map<std::string, int> designs;  // design name -> invocations
   };
   const Stats& stats() const { return stats_; }
@@ -104,6 +108,8 @@ class NpuSimFusedDecode {
   int64_t device_weight_bytes_ = 0;                  // uploaded once into resident BOs
   bool for_device_ = false;                          // prepared for --device npu (refused or not)
   Stats stats_;
+  npu::SimResidentArgs resident_;  // npu-sim: the designs' arguments, weights packed once
+  std::mutex decode_mutex_;        // one decode() at a time: they share resident_ and stats_
 };
 
 }  // namespace xdna

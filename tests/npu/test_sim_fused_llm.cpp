@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <memory>
 
@@ -439,7 +440,8 @@ TEST(SimFusedInt4KvLlm, KernelsMatchTheFormatWhichMissesTheGate) {
 // The digest: sha256 over every token's logits then every layer's K and V rows. (Recorded over
 // 11 positions first; the code that still matched those digests recorded these: decoding is
 // causal, so the first 8 positions are the same computation.)
-std::string fused_digest(const char* name, int64_t window, DType weights, size_t positions) {
+// resident: the weights packed at the first token and kept (SimResidentArgs), not packed a token.
+std::string fused_digest(const char* name, int64_t window, DType weights, size_t positions, bool resident = false) {
   const Fixture fx = load(name);
   DecoderSpec s = fx.spec;
   if (window > 0) s.sliding_window = window;
@@ -451,8 +453,9 @@ std::string fused_digest(const char* name, int64_t window, DType weights, size_t
     bytes.insert(bytes.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
   };
   std::vector<int32_t> ids = {2, 17, 42, 99, 7};
+  SimResidentArgs kept;
   for (size_t t = 0; t < positions; ++t) {
-    const SimTokenResult r = fused_decode_token(m, ids[t], st);
+    const SimTokenResult r = fused_decode_token(m, ids[t], st, resident ? &kept : nullptr);
     add(r.logits.data(), r.logits.size() * 4);
     if (t + 1 >= ids.size()) ids.push_back(argmax(r.logits.data(), s.vocab_size));
   }
@@ -480,5 +483,83 @@ TEST(SimFusedResidentKv, TokensAndCacheBitIdenticalToThePackedCache) {
     const std::string d = fused_digest(c.fixture, c.window, c.weights, 8);
     std::printf("%s %s: %s\n", c.fixture, std::string(dtype_name(c.weights)).c_str(), d.c_str());
     EXPECT_EQ(d, c.digest) << c.fixture << " " << dtype_name(c.weights);
+    // Weights packed once and kept across the tokens: the same logits and cache, bit for bit.
+    EXPECT_EQ(fused_digest(c.fixture, c.window, c.weights, 8, /*resident=*/true), c.digest)
+        << c.fixture << " " << dtype_name(c.weights) << ", resident weights";
   }
+}
+
+// Decoding keeps the packed weights: each layer and the head packed at the first token and never
+// again, two sequences sharing them (int8 weights and KV); every token's logits and the caches
+// equal a fresh pack's, bit for bit; and what runs is the kept weights (changed, the logits change).
+TEST(SimFusedResidentWeights, PackedOnceAndReusedAcrossTokensAndSequences) {
+  const Fixture fx = load("gemma3");
+  SimDecoderModel m = sim_model(fx.spec, *fx.weights);
+  m.weights = DType::I8;
+  m.shape.kv_int8 = true;
+  SimResidentArgs kept;
+  const int64_t L = int64_t(m.layers.size());
+  const std::vector<int32_t> ids = {2, 17, 42, 99, 7, 5, 11};
+  for (int seq = 0; seq < 2; ++seq) {
+    SimDecoderState fresh_st(m, 16), kept_st(m, 16);
+    for (size_t t = 0; t < ids.size(); ++t) {
+      const SimTokenResult a = fused_decode_token(m, ids[t], fresh_st);
+      const SimTokenResult b = fused_decode_token(m, ids[t], kept_st, &kept);
+      ASSERT_EQ(a.logits.size(), b.logits.size());
+      EXPECT_EQ(std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * 4), 0) << "token " << t;
+      EXPECT_EQ(kept.weight_packs, L + 1) << "token " << t;
+    }
+    for (int64_t l = 0; l < L; ++l) {
+      EXPECT_EQ(fresh_st.kv[size_t(l)].k8, kept_st.kv[size_t(l)].k8) << "layer " << l;
+      EXPECT_EQ(fresh_st.kv[size_t(l)].scales, kept_st.kv[size_t(l)].scales) << "layer " << l;
+    }
+  }
+  // The head's weights (its largest argument) zeroed in the kept copy: the next token runs them.
+  SimResidentArgs changed = kept;
+  std::vector<uint8_t>* w = &changed.head.front();
+  for (std::vector<uint8_t>& arg : changed.head)
+    if (arg.size() > w->size()) w = &arg;
+  std::fill(w->begin(), w->end(), uint8_t{0});
+  SimDecoderState s1(m, 4), s2(m, 4);
+  const SimTokenResult fresh = fused_decode_token(m, 2, s1);
+  const SimTokenResult run = fused_decode_token(m, 2, s2, &changed);
+  EXPECT_EQ(changed.weight_packs, L + 1);  // not packed again
+  EXPECT_NE(fresh.logits, run.logits);
+  // Another model's (fewer layers) resident arguments are refused, naming why.
+  SimDecoderModel other = m;
+  other.layers.pop_back();
+  SimDecoderState st(other, 4);
+  try {
+    fused_decode_token(other, 2, st, &kept);
+    ADD_FAILURE() << "no throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos) << e.what();
+  }
+}
+
+// repack_decode_layer / repack_lm_head refuse kept arguments that are not the design's.
+TEST(SimFusedResidentWeights, RepackRefusesAnotherDesignsArguments) {
+  const Fixture fx = load("qwen3");
+  SimDecoderModel m = sim_model(fx.spec, *fx.weights);
+  const std::vector<Design> designs = [&] {
+    std::vector<Design> ds;
+    DecodeLayerShape s = m.shape;
+    s.context = 1, s.capacity = 4;
+    ds.push_back(decode_layer_design(m.weights, s, m.columns));
+    ds.push_back(lm_head_design(m.weights, m.vocab, m.shape.hidden, m.columns));
+    return ds;
+  }();
+  const std::vector<aie::bf16> x(size_t(m.shape.hidden), aie::bf16{});
+  const std::vector<float> rope(size_t(m.shape.head_dim), 0.0f);
+  const SimKvCache kv(m.shape.kv_heads, m.shape.head_dim, 4);
+  HostArgs head = pack_lm_head(designs[1], m.final_norm, m.head, x);
+  HostArgs layer = pack_decode_layer(designs[0], m.layers[0], x, rope, kv);
+  EXPECT_THROW(repack_decode_layer(designs[0], head, x, rope, kv), std::invalid_argument);
+  EXPECT_THROW(repack_lm_head(designs[1], layer, x), std::invalid_argument);
+  const std::vector<aie::bf16> short_x(3, aie::bf16{});
+  EXPECT_THROW(repack_lm_head(designs[1], head, short_x), std::invalid_argument);
+  // The kept arguments repacked for the same token are the full pack's, byte for byte.
+  const HostArgs full = layer;
+  repack_decode_layer(designs[0], layer, x, rope, kv);
+  EXPECT_EQ(layer, full);
 }

@@ -77,6 +77,7 @@ TEST_P(LlmNpuSimFused, GreedyTokensMatchHostAndReportSaysFused) {
   EXPECT_EQ(st.dispatches, decoded);  // one dispatch per token
   EXPECT_EQ(st.xclbin_switches, 0);
   EXPECT_GT(st.modelled_s, 0.0);
+  EXPECT_EQ(st.weight_packs, layers + 1);  // every layer and the head packed once, for all the tokens
   const DecoderSpec& spec = lm->decoder().spec();
   const int64_t ops_per_layer = 13 + spec.qk_norm + 2 * spec.sandwich_norms;  // Gemma: + the two post-norms
   EXPECT_EQ(count_ops(r.report, "[decode_layer"), decoded * layers * ops_per_layer);
@@ -96,6 +97,13 @@ TEST_P(LlmNpuSimFused, GreedyTokensMatchHostAndReportSaysFused) {
   std::printf("%s: host %s, npu-sim fused %s, worst |d logprob| %.2e\n%s", GetParam(),
               ::testing::PrintToString(host.tokens).c_str(), ::testing::PrintToString(r.tokens).c_str(), worst,
               text.c_str());
+
+  // A second generation (its own KV cache) reuses the packed weights too: the same tokens.
+  GenerateRequest again = greedy_request();
+  again.backends = req.backends;
+  again.fused_decode = req.fused_decode;
+  EXPECT_EQ(generate(*lm, again).tokens, r.tokens);
+  EXPECT_EQ(req.fused_decode->stats().weight_packs, layers + 1);
 }
 
 // Llama 3 (llama3-scaled RoPE, GGUF's interleaved q/k layout) stands for the Llama family here;
