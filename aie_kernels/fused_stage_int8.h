@@ -27,14 +27,19 @@ using Acc32 = xk::accum<xk::acc32, kI8Lanes>;
 inline int64_t scale_bytes(int32_t rows) { return round_up(rows * 4, kBlockBytes); }
 inline int64_t i8_matrix_bytes(int32_t rows, int32_t k) { return int64_t(rows) * k + scale_bytes(rows); }
 
-// x quantized per row into q; returns its scale (0 for an all-zero x: q all zero).
-inline float quantize_row(const xk::bf16* x, int8_t* q, int32_t n) {
+// max |x[i]| over n values (0 for none).
+inline float abs_max(const xk::bf16* x, int32_t n) {
   float amax = 0.0f;
   for (int32_t i = 0; i < n; ++i) {
     const float a = std::fabs(xk::to_float(x[i]));
     if (amax < a) amax = a;
   }
-  const float sx = amax / 127.0f;
+  return amax;
+}
+
+// x quantized per row into q; returns its scale (0 for an all-zero x: q all zero).
+inline float quantize_row(const xk::bf16* x, int8_t* q, int32_t n) {
+  const float sx = abs_max(x, n) / 127.0f;
   for (int32_t i = 0; i < n; ++i) {
     float v = sx == 0.0f ? 0.0f : std::nearbyint(xk::to_float(x[i]) / sx);
     v = v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v;
@@ -49,12 +54,7 @@ inline float quantize_row(const xk::bf16* x, int8_t* q, int32_t n) {
 // rounding), packed two a byte, value 2i in the low nibble of byte i (core/dtype.h DType::I4).
 // Returns the scale (0 for an all-zero x: every value 0). n even.
 inline float quantize_row_int4(const xk::bf16* x, uint8_t* packed, int32_t n) {
-  float amax = 0.0f;
-  for (int32_t i = 0; i < n; ++i) {
-    const float a = std::fabs(xk::to_float(x[i]));
-    if (amax < a) amax = a;
-  }
-  const float sx = amax / 7.0f;
+  const float sx = abs_max(x, n) / 7.0f;
   for (int32_t i = 0; i < n; i += 2) {
     uint8_t b = 0;
     for (int32_t j = 0; j < 2; ++j) {

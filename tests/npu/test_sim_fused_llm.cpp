@@ -238,8 +238,11 @@ TEST(SimFusedGemma, GreedyTokensMatchHostWithSlidingWindowAndSandwichNorms) {
       EXPECT_NE(name.find("_pn_"), std::string::npos) << name;
       EXPECT_EQ(n, s.layers);
     }
-  for (const OpRecord& op : last.report.ops)
-    if (op.node != "embed") EXPECT_EQ(op.backend, "npu-sim (modelled)") << op.node;
+  for (const OpRecord& op : last.report.ops) {
+    if (op.node != "embed") {
+      EXPECT_EQ(op.backend, "npu-sim (modelled)") << op.node;
+    }
+  }
   // 16 ops per layer: Qwen3's 14 + post_attn_norm and post_ffn_norm.
   EXPECT_EQ(last.report.ops.size(), size_t(1 + s.layers * 16 + 2));
 }
@@ -328,8 +331,11 @@ TEST(SimFusedInt8KvLlm, GreedyTokensAndLogitsNearTheHostF32) {
     EXPECT_EQ(sim_tokens, host_tokens) << name;
     EXPECT_LE(worst, 0.08) << name;
     EXPECT_EQ(last.cost.run.dispatches, 1);
-    for (const auto& [design, n] : last.cost.designs)
-      if (design.rfind("decode_layer", 0) == 0) EXPECT_NE(design.find("_kv8_"), std::string::npos) << design;
+    for (const auto& [design, n] : last.cost.designs) {
+      if (design.rfind("decode_layer", 0) == 0) {
+        EXPECT_NE(design.find("_kv8_"), std::string::npos) << design;
+      }
+    }
   }
 }
 
