@@ -129,6 +129,8 @@ def main():
                     help="before each timing, wait (up to 120 s) until the CPUs are this idle, e.g. 0.9: "
                          "on a shared machine, rounds then fall in the gaps between other jobs")
     a = ap.parse_args()
+    if not 0.0 <= a.wait_idle <= 1.0:
+        sys.exit(f"--wait-idle is a fraction of idle CPU time in [0, 1] (0 = off), got {a.wait_idle}")
 
     import onnxruntime as ort
     env = {"cpu": lscpu_model(), "threads": a.threads, "onnxruntime": ort.__version__,
