@@ -36,11 +36,13 @@ struct LoadBF16 {  // bf16 is the top half of an f32: widening is a 16-bit shift
 
 // Software prefetch this far ahead of each cache row read (as the GEMV kernels do): with the
 // hardware prefetchers alone these loops ran slower than attention.cpp's dot / axpy loops, which
-// prefetch.
-constexpr int kPrefetchBytes = 4096;
+// prefetch. Into L2 only (T2), as the Q6_K GEMV does, so that the demand loads keep the L1 miss
+// slots: against 4 KiB into L1, Qwen3-0.6B's decode attention at 640 keys (f16) took 24% less
+// time on one thread and 11% less on two (medians of 5 interleaved runs, 2026-12-01).
+constexpr int kPrefetchBytes = 8192;
 template <typename T>
 inline void prefetch(const T* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T2);
 }
 
 __mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
