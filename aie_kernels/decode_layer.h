@@ -168,21 +168,28 @@ struct DecodeLayer {
                  scope.mode);
   }
 
-  // ---- an int8 KV cache (decode_layer_int8_kv8.cc; M's layer() sets block_align for int8) ----
-  // The new K and V rows quantized per (head, row) as quantize_row (max|x| / 127, nearest even,
-  // saturated to +-127): out = [K int8 kv_dim][V int8 kv_dim][per KV head: K scale, V scale f32].
-  static void rope_kv_new_int8(uint8_t* out, const DecodeArgs& s) {
+  // ---- an int8 or int4 KV cache, Bits a value (decode_layer_int8_kv8.cc, decode_layer_int8_kv4.cc;
+  // M's layer() sets block_align for the cache's objects: 2048 int8 or 4096 int4 values) ----
+  // The new K and V rows quantized per (head, row): int8 as quantize_row (max|x| / 127, nearest
+  // even, saturated to +-127), int4 as quantize_row_int4 (max|x| / 7, nearest even, saturated to
+  // +-7, two a byte). out = [K values][V values] (kv_dim * Bits / 8 bytes each), then per KV
+  // head: K scale, V scale f32.
+  template <int32_t Bits>
+  static void rope_kv_new_quantized(uint8_t* out, const DecodeArgs& s) {
+    static_assert(Bits == 8 || Bits == 4, "an int8 or int4 KV cache");
     const int32_t D = s.head_dim, kvd = s.kv_heads * D;
     const xk::bf16* kv = M::state().qkv.qkv + int64_t(s.heads) * D;
     for (int32_t which = 0; which < 2; ++which)
       for (int32_t h = 0; h < s.kv_heads; ++h) {
-        const int64_t at = int64_t(which) * kvd + int64_t(h) * D;
-        const float scale = quantize_row(kv + at, reinterpret_cast<int8_t*>(out) + at, D);
-        std::memcpy(out + 2 * int64_t(kvd) + (int64_t(h) * 2 + which) * 4, &scale, 4);
+        const int64_t at = int64_t(which) * kvd + int64_t(h) * D;  // the row's first value
+        float scale;
+        if constexpr (Bits == 8) scale = quantize_row(kv + at, reinterpret_cast<int8_t*>(out) + at, D);
+        else scale = quantize_row_int4(kv + at, out + at / 2, D);
+        std::memcpy(out + 2 * int64_t(kvd) * Bits / 8 + (int64_t(h) * 2 + which) * 4, &scale, 4);
       }
   }
 
-  // The core's K/V scales part (before its int8 K/V blocks), kept as it arrives.
+  // The core's K/V scales part (before its quantized K/V blocks), kept as it arrives.
   static void kv_scales(const uint8_t* obj, const DecodeArgs&) {
     enter(kKvScales, true);
     auto& st = M::state();
@@ -191,46 +198,23 @@ struct DecodeLayer {
     st.pos += 2 * kObjValues;
   }
 
-  static void attention_int8(const uint8_t* obj, const DecodeArgs& s) {
+  // The core's quantized K/V blocks, an object of 2048 int8 or 4096 int4 values, dequantized as
+  // they are taken (attn_block<int8_t> with the row scales kv_scales kept); int4 values are
+  // unpacked to int8 first, 16 at a time.
+  template <int32_t Bits>
+  static void attention_quantized(const uint8_t* obj, const DecodeArgs& s) {
+    static_assert(Bits == 8 || Bits == 4, "an int8 or int4 KV cache");
     const xk::rounding_scope scope(xk::Rounding::NearestEven);
     enter(kAttention, true);
     const Layer L = M::layer(s);
     auto& st = M::state();
     const xk::bf16* k_new = st.qkv.qkv + L.q.q_dim();
     const float* scales = reinterpret_cast<const float*>(st.kv_scales);
-    const int8_t* values = reinterpret_cast<const int8_t*>(obj);
-    for (int32_t i = 0; i < 2 * kObjValues; i += kLanes, st.pos += kLanes)
-      attn_block(st.attn, L.a, s.core, values + i, st.pos, st.qkv.qkv, s.context - 1, k_new, k_new + L.q.kv_dim(),
-                 scope.mode, scales);
-  }
-
-  // ---- an int4 KV cache (decode_layer_int8_kv4.cc; M's layer() sets block_align for int4) ----
-  // The new K and V rows quantized per (head, row) as quantize_row_int4 (max|x| / 7, nearest
-  // even, saturated to +-7, two a byte): out = [K int4 kv_dim / 2 bytes][V int4 kv_dim / 2
-  // bytes][per KV head: K scale, V scale f32].
-  static void rope_kv_new_int4(uint8_t* out, const DecodeArgs& s) {
-    const int32_t D = s.head_dim, kvd = s.kv_heads * D;
-    const xk::bf16* kv = M::state().qkv.qkv + int64_t(s.heads) * D;
-    for (int32_t which = 0; which < 2; ++which)
-      for (int32_t h = 0; h < s.kv_heads; ++h) {
-        const int64_t at = int64_t(which) * kvd + int64_t(h) * D;
-        const float scale = quantize_row_int4(kv + at, out + at / 2, D);
-        std::memcpy(out + int64_t(kvd) + (int64_t(h) * 2 + which) * 4, &scale, 4);
-      }
-  }
-
-  // The core's int4 K/V blocks (objects of 4096 values): each 16 values unpacked to int8 and
-  // taken as an int8 cache's (attn_block<int8_t>, the same row scales).
-  static void attention_int4(const uint8_t* obj, const DecodeArgs& s) {
-    const xk::rounding_scope scope(xk::Rounding::NearestEven);
-    enter(kAttention, true);
-    const Layer L = M::layer(s);
-    auto& st = M::state();
-    const xk::bf16* k_new = st.qkv.qkv + L.q.q_dim();
-    const float* scales = reinterpret_cast<const float*>(st.kv_scales);
-    alignas(32) int8_t values[kLanes];
-    for (int32_t i = 0; i < 4 * kObjValues; i += kLanes, st.pos += kLanes) {
-      unpack_int4(obj + i / 2, values, kLanes);
+    alignas(32) int8_t unpacked[kLanes];
+    for (int32_t i = 0; i < kObjValues * 16 / Bits; i += kLanes, st.pos += kLanes) {
+      const int8_t* values = unpacked;
+      if constexpr (Bits == 8) values = reinterpret_cast<const int8_t*>(obj) + i;
+      else unpack_int4(obj + i / 2, unpacked, kLanes);
       attn_block(st.attn, L.a, s.core, values, st.pos, st.qkv.qkv, s.context - 1, k_new, k_new + L.q.kv_dim(),
                  scope.mode, scales);
     }

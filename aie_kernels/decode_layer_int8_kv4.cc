@@ -12,7 +12,7 @@
 //    16 values to int8 and dequantizes them as the int8 cache's (fused_stage.h attn_block<int8_t>);
 //    the new token's own K/V stay bf16.
 // Scalars: those of decode_layer_int8. State: xk_impl::DecodeLayerInt8Kv4State.
-// tests/npu/test_sim_fused_kv4.cpp checks it against the bf16-KV kernel (bit for bit where int4
+// tests/npu/test_sim_fused_kv.cpp (SimFusedKv4) checks it against the bf16-KV kernel (bit for bit where int4
 // holds the cache exactly, within a stated tolerance otherwise); test_sim_fused_llm.cpp
 // (SimFusedInt4KvLlm) the decoder fixtures against the host decoder in f32.
 #include "decode_layer_int8.h"
@@ -78,7 +78,7 @@ extern "C" void decode_layer_int8_kv4_rope_kv_new(uint8_t* out, int32_t context,
                                                   int32_t inter, int32_t kv_heads, int32_t post_norms,
                                                   int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
                                                   int32_t interleaved, int32_t scale_bits) {
-  Stages::rope_kv_new_int4(out, XK_DECODE_ARGS);
+  Stages::rope_kv_new_quantized<4>(out, XK_DECODE_ARGS);
 }
 
 extern "C" void decode_layer_int8_kv4_kv_scales(const uint8_t* obj, int32_t context, int32_t core, int32_t cores,
@@ -94,7 +94,7 @@ extern "C" void decode_layer_int8_kv4_attention(const uint8_t* obj, int32_t cont
                                                 int32_t inter, int32_t kv_heads, int32_t post_norms, int32_t qk_norm,
                                                 int32_t eps_bits, int32_t offset_bits, int32_t interleaved,
                                                 int32_t scale_bits) {
-  Stages::attention_int4(obj, XK_DECODE_ARGS);
+  Stages::attention_quantized<4>(obj, XK_DECODE_ARGS);
 }
 
 extern "C" void decode_layer_int8_kv4_attention_give(uint8_t* slice, int32_t context, int32_t core, int32_t cores,

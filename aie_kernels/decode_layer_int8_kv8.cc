@@ -15,7 +15,7 @@
 //    dequantizes as it goes (fused_stage.h attn_block: a cached K row's dot product times its
 //    scale, a V row weighted by bf16(p * its scale)); the new token's own K/V stay bf16.
 // Scalars: those of decode_layer_int8. State: xk_impl::DecodeLayerInt8Kv8State.
-// tests/npu/test_sim_fused_kv8.cpp checks it against the bf16-KV kernel (bit for bit where int8
+// tests/npu/test_sim_fused_kv.cpp (SimFusedKv8) checks it against the bf16-KV kernel (bit for bit where int8
 // holds the cache exactly, within a stated tolerance otherwise); test_sim_fused_llm.cpp
 // (SimFusedInt8KvLlm) the decoder fixtures against the host decoder in f32.
 #include "decode_layer_int8.h"
@@ -81,7 +81,7 @@ extern "C" void decode_layer_int8_kv8_rope_kv_new(uint8_t* out, int32_t context,
                                                   int32_t inter, int32_t kv_heads, int32_t post_norms,
                                                   int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,
                                                   int32_t interleaved, int32_t scale_bits) {
-  Stages::rope_kv_new_int8(out, XK_DECODE_ARGS);
+  Stages::rope_kv_new_quantized<8>(out, XK_DECODE_ARGS);
 }
 
 extern "C" void decode_layer_int8_kv8_kv_scales(const uint8_t* obj, int32_t context, int32_t core, int32_t cores,
@@ -97,7 +97,7 @@ extern "C" void decode_layer_int8_kv8_attention(const uint8_t* obj, int32_t cont
                                                 int32_t inter, int32_t kv_heads, int32_t post_norms, int32_t qk_norm,
                                                 int32_t eps_bits, int32_t offset_bits, int32_t interleaved,
                                                 int32_t scale_bits) {
-  Stages::attention_int8(obj, XK_DECODE_ARGS);
+  Stages::attention_quantized<8>(obj, XK_DECODE_ARGS);
 }
 
 extern "C" void decode_layer_int8_kv8_attention_give(uint8_t* slice, int32_t context, int32_t core, int32_t cores,

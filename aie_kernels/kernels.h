@@ -332,6 +332,10 @@ void decode_layer_int8_kv8_down_result(xk::bf16* out, int32_t context, int32_t c
                                        int32_t offset_bits, int32_t interleaved, int32_t scale_bits);
 // decode_layer design's stage entry points with int8 weights and an int4 KV cache
 // (decode_layer_int8_kv4.cc): decode_layer_int8_kv8's, the same scalars (int4 K/V blocks).
+// These lists mirror each other on purpose: each kernel is its own object file whose symbols
+// design.py names, so every kernel writes out its own entry points (their bodies one line into
+// decode_layer.h), and AieKernelSources checks each prototype here against its written
+// definition and arity, which a generating macro would hide.
 void decode_layer_int8_kv4_x(const xk::bf16* obj, int32_t context, int32_t core, int32_t cores, int32_t gelu,
                              int32_t head_dim, int32_t heads, int32_t hidden, int32_t inter, int32_t kv_heads,
                              int32_t post_norms, int32_t qk_norm, int32_t eps_bits, int32_t offset_bits,

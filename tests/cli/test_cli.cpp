@@ -368,6 +368,19 @@ TEST_F(CliTest, PlanDecoderIsLabelledModelled) {
   EXPECT_NE(r.out.find("modelled"), std::string::npos) << r.out;
 }
 
+// A quantized KV cache runs only in the int8-weight kernels (decode_layer_int8_kv4 / _kv8): with
+// --weights bf16 the plan is refused, naming the cache, the weights it needs and those given.
+TEST_F(CliTest, PlanQuantizedKvWithBf16WeightsIsRefusedByName) {
+  for (const std::string kv : {"int4", "int8"}) {
+    const Result r = npu("plan '" XDNA_FIXTURE_DIR "/decoders/qwen3/model.gguf' --kv " + kv + " --weights bf16");
+    EXPECT_NE(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("error: plan_decoder: an " + kv + " KV cache needs int8 weights"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("not bf16"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("tok/s"), std::string::npos) << r.out;  // no plan printed
+  }
+}
+
 TEST_F(CliTest, BenchLlmReportsBothPhases) {
   const Result r = npu("--threads 1 bench llm --model '" + kTinyLlm + "' --prompt-tokens 16 --gen-tokens 4 --json");
   ASSERT_EQ(r.rc, 0) << r.out;

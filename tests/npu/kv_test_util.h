@@ -1,6 +1,6 @@
-// What the quantized-KV decode layer tests share (test_sim_fused_kv8.cpp, test_sim_fused_kv4.cpp,
-// test_device_fused_kv8.cpp): the layer shapes at a KV width, the bytes a design's runtime
-// sequence moves, and a small random int8-weight model.
+// What the quantized-KV decode layer tests share (test_sim_fused_kv.cpp, test_device_fused_kv8.cpp):
+// the layer shapes at a KV width, the bytes a design's runtime sequence moves, and a small random
+// int8-weight model.
 #pragma once
 #include <cmath>
 #include <cstdint>

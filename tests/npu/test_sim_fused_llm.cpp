@@ -399,7 +399,7 @@ double worst_rel(const std::vector<std::vector<float>>& a, const std::vector<std
 //     rounded through int4 on the host after every token, within 0.08 of max|logit| (measured
 //     3.1e-2 .. 5.4e-2: bf16(q * scale) against the kernels' exact rescaling, through the int8
 //     activations; at one layer the kv8 kernels sit as far from their own format:
-//     test_sim_fused_kv4.cpp, OutputNearTheBf16LayerOverTheDequantizedCache);
+//     test_sim_fused_kv.cpp, SimFusedKv4.OutputNearTheBf16LayerOverTheDequantizedCache);
 // (b) the format against the host decoder in f32: 0.12 .. 0.16 of max|logit| measured, over
 //     the int8 plan's gate (0.08; int8 KV 3.4e-2); asserted only as a loose bound (0.25) so that
 //     a broken kernel fails. Free-running greedy (the gate proper: run_both) is printed: it
