@@ -1,7 +1,10 @@
 // `npu bench llm --model M [--prompt-tokens 512] [--gen-tokens 128] [--json]`: prefill and decode
 // speed of a decoder-only LLM, timed in-process (load and start-up outside the timing), with
 // the bytes each decoded token reads and the fraction of this machine's STREAM-triad bandwidth
-// that decode reaches. The prompt is fixed token ids (same formula as bench/llm_vs_llamacpp.py)
+// that decode reaches. `--device npu-sim`: the same prompt and decode through npu-sim as
+// `npu generate --device npu-sim` runs them (prefill op by op, decode through the fused plan when
+// the model allows it: DeviceBackends::fused_decode); the times are then the simulator's wall time
+// (measured), reported beside the plan's modelled NPU latency. The prompt is fixed token ids (same formula as bench/llm_vs_llamacpp.py)
 // and decode is greedy without stopping at end-of-sequence, so a peer fed the same ids does the
 // same work.
 #include <sys/resource.h>
@@ -10,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -17,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "cli/config.h"
+#include "cli/llm_options.h"  // DeviceBackends: npu-sim's backends and fused decode, as `npu generate`
 #include "core/cpu.h"
 #include "core/parallel.h"
 #include "host/kv_cache.h"
@@ -39,6 +44,8 @@ struct BenchLlmOptions {
   int gen_tokens = 128;
   bool json = false;
   std::string kv_type;  // "" = config kv_type, else the model format's default
+  std::string device = "host";  // host or npu-sim
+  int64_t context = 0;          // the KV cache's positions; 0 = prompt + generated tokens
 };
 
 // A GGUF file or HF directory: the path itself, or what a store entry's directory holds.
@@ -101,22 +108,97 @@ int32_t argmax(const Tensor& logits) {
   return first_argmax({logits.data<float>() + logits.numel() - vocab, static_cast<size_t>(vocab)});
 }
 
+// --device npu-sim: the simulator's wall time per phase (measured) beside the plan's NPU latency
+// per decode token (modelled), and how decode ran (fused, or op by op and why).
+void report_npu_sim(const BenchLlmOptions& o, const std::string& path, const DecoderSpec& spec, double prefill_s,
+                    double decode_s, const NpuSimFusedDecode* fused, const std::string& refusal,
+                    const NpuSimFusedDecode::Stats& warm,
+                    const RunReport& last) {
+  const double decode_ms = 1000.0 * decode_s / o.gen_tokens;
+  const int64_t timed = fused ? fused->stats().tokens - warm.tokens : 0;
+  const double modelled_ms = timed > 0 ? 1000.0 * (fused->stats().modelled_s - warm.modelled_s) / double(timed) : 0.0;
+  const std::string how = fused ? "fused" : "op by op";
+  if (o.json) {
+    nlohmann::json out = {{"label", "npu-sim wall time (measured)"},
+                          {"device", "npu-sim"},
+                          {"model", o.model},
+                          {"path", path},
+                          {"family", spec.family},
+                          {"threads", num_threads()},
+                          {"prompt_tokens", o.prompt_tokens},
+                          {"gen_tokens", o.gen_tokens},
+                          {"context", o.context > 0 ? o.context : o.prompt_tokens + o.gen_tokens},
+                          {"prefill_s", prefill_s},
+                          {"decode_s", decode_s},
+                          {"decode_ms_per_token", decode_ms},
+                          {"decode", how},
+                          {"decode_refusal", refusal},
+                          {"last_step", last.to_json()}};
+    if (fused) {
+      out["placement"] = fused->placement_json();
+      out["modelled_npu_ms_per_token"] = {{"value", modelled_ms}, {"label", "npu-sim (modelled)"}};
+    }
+    std::printf("%s\n", out.dump().c_str());
+    return;
+  }
+  std::printf("%s (%s) on npu-sim, decode %s   [npu-sim wall time (measured)]\n", o.model.c_str(),
+              spec.family.c_str(), how.c_str());
+  std::printf("prefill %d tokens: %.3f s (op by op, its K/V then handed to the fused plan's cache)\n",
+              o.prompt_tokens, prefill_s);
+  std::printf("decode  %d tokens: %.3f s = %.1f ms per token\n", o.gen_tokens, decode_s, decode_ms);
+  if (fused) std::printf("the plan's NPU latency: %.3f ms per decode token [npu-sim (modelled)]\n", modelled_ms);
+  else std::printf("decode ran op by op, not fused: %s\n", refusal.c_str());
+}
+
 void run_bench_llm(const BenchLlmOptions& o) {
   if (o.prompt_tokens < 1 || o.gen_tokens < 1)
     throw std::invalid_argument("bench llm: --prompt-tokens and --gen-tokens must be >= 1");
+  if (o.context < 0) throw std::invalid_argument("bench llm: --context must be >= 0");
   const std::string path = model_file(o.model, o.store);
   std::shared_ptr<const WeightSource> weights = open_weights(path);
   DecoderSpec spec = spec_for(*weights, path);
-  Decoder decoder(spec, weights);
-  const auto kv_flag = resolve_kv_type(o.kv_type);
-  decoder.set_kv_dtype(kv_flag ? host::kv_dtype_from_name(*kv_flag)
-                               : default_kv_dtype());
-  const int64_t kv_elem = dtype_bytes(decoder.kv_dtype(), 1);
-  const int64_t ctx = o.prompt_tokens + o.gen_tokens;
+  const int64_t ctx = o.context > 0 ? o.context : o.prompt_tokens + o.gen_tokens;
+  if (ctx < o.prompt_tokens + o.gen_tokens)
+    throw std::invalid_argument("bench llm: --context " + std::to_string(ctx) + " holds fewer than the " +
+                                std::to_string(o.prompt_tokens + o.gen_tokens) + " prompt and generated tokens");
   if (spec.max_positions > 0 && ctx > spec.max_positions)
     throw std::invalid_argument("bench llm: " + std::to_string(ctx) + " tokens exceed the model's context of " +
                                 std::to_string(spec.max_positions));
+  const auto kv_flag = resolve_kv_type(o.kv_type);
+  const DType kv_dtype = kv_flag ? host::kv_dtype_from_name(*kv_flag) : default_kv_dtype();
+  Decoder decoder(spec, weights);
+  decoder.set_kv_dtype(kv_dtype);
+  // npu-sim: the backends and the fused plan's precision as `npu generate --device npu-sim`
+  // chooses them (DeviceBackends, resolve_npu_weights), the plan prepared from the decoder (the
+  // bench needs no tokenizer).
+  const bool sim = o.device == "npu-sim";
+  DeviceBackends devices;
+  std::vector<Backend*> backends;
+  std::shared_ptr<NpuSimFusedDecode> fused;
+  std::string refusal;  // npu-sim: why decode runs op by op (empty: fused)
+  if (sim) {
+    LlmCliOptions choice;
+    choice.device = o.device;
+    backends = devices.list(o.device);
+    const NpuFusedChoice c = resolve_npu_weights(choice);
+    fused = NpuSimFusedDecode::prepare(decoder, fs::path(path).stem().string(), ctx, c.weights, c.kv);
+    if (!fused->enabled()) refusal = fused->refusal(), fused.reset();
+  }
+  const int64_t kv_elem = dtype_bytes(decoder.kv_dtype(), 1);
   const auto prompt = bench_prompt(spec, o.prompt_tokens);
+  // One decode token: through the fused plan when npu-sim runs it, else the decoder's forward.
+  std::unique_ptr<NpuSimFusedDecode::Sequence> seq;
+  const auto decode_step = [&](int32_t id, DecoderState& st, DecoderStep& step) {
+    if (!fused) {
+      step = decoder.forward({id}, st, false, backends);
+      return;
+    }
+    if (!seq) seq = fused->begin(st);
+    RunReport report;
+    std::vector<float> logits = fused->decode(*seq, id, report);
+    step.logits = Tensor::from_vector({1, int64_t(logits.size())}, logits);
+    step.report = std::move(report);
+  };
 
   // Warm-up: a short prefill and a few decode steps (page in the weights, pack caches).
   {
@@ -125,22 +207,28 @@ void run_bench_llm(const BenchLlmOptions& o) {
     if (spec.max_positions > 0) warm_ctx = std::min<int64_t>(warm_ctx, spec.max_positions);
     const int warm_steps = int(std::min<int64_t>(3, warm_ctx - warm_prompt));
     DecoderState warm = decoder.new_state(warm_ctx);
-    auto step = decoder.forward({prompt.begin(), prompt.begin() + warm_prompt}, warm);
-    for (int i = 0; i < warm_steps; ++i) step = decoder.forward({argmax(step.logits)}, warm);
+    auto step = decoder.forward({prompt.begin(), prompt.begin() + warm_prompt}, warm, false, backends);
+    for (int i = 0; i < warm_steps; ++i) decode_step(argmax(step.logits), warm, step);
+    seq.reset();
   }
+  const NpuSimFusedDecode::Stats warm_stats = fused ? fused->stats() : NpuSimFusedDecode::Stats{};
 
   DecoderState state = decoder.new_state(ctx);
   auto t0 = std::chrono::steady_clock::now();
-  DecoderStep step = decoder.forward(prompt, state);
+  DecoderStep step = decoder.forward(prompt, state, false, backends);
+  // npu-sim: the prompt's K/V handed to the fused plan's cache (allocated at --context) is the
+  // prefill's last step, once per sequence: timed with it, not with the decode tokens.
+  if (fused) seq = fused->begin(state);
   const double prefill_s = seconds_since(t0);
 
   t0 = std::chrono::steady_clock::now();
   RunReport last;
   for (int i = 0; i < o.gen_tokens; ++i) {
-    step = decoder.forward({argmax(step.logits)}, state);
+    decode_step(argmax(step.logits), state, step);
     if (i + 1 == o.gen_tokens) last = step.report;
   }
   const double decode_s = seconds_since(t0);
+  if (sim) return report_npu_sim(o, path, spec, prefill_s, decode_s, fused.get(), refusal, warm_stats, last);
 
   // Bytes per decoded token: weights plus the K/V read by attention at the mean decode position.
   const uint64_t wbytes = weight_bytes_per_token(*weights, spec);
@@ -162,6 +250,7 @@ void run_bench_llm(const BenchLlmOptions& o) {
 
   if (o.json) {
     const nlohmann::json out = {{"label", "host measurement (CPU)"},
+                                {"device", "host"},
                                 {"model", o.model},
                                 {"path", path},
                                 {"family", spec.family},
@@ -207,6 +296,14 @@ void add_bench_llm_command(CLI::App& bench) {
   cmd->add_option("--prompt-tokens", o.prompt_tokens, "Prompt length for the prefill timing");
   cmd->add_option("--gen-tokens", o.gen_tokens, "Greedy tokens decoded (end-of-sequence ignored)");
   cmd->add_flag("--json", o.json, "Print the figures as one JSON object");
+  cmd->add_option("--device", o.device,
+                  "host (measured) or npu-sim (the simulator's wall time, measured, beside the fused plan's "
+                  "modelled NPU latency)")
+      ->check(CLI::IsMember({"host", "npu-sim"}))
+      ->capture_default_str();
+  cmd->add_option("--context", o.context,
+                  "KV cache positions (default: prompt + generated tokens); npu-sim's fused plan reads a cache "
+                  "of this capacity, as `npu generate --context`");
   cmd->add_option("--kv-type", o.kv_type, "KV cache element type: f32, f16 or bf16 (default: as `npu generate`)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->callback([] { run_bench_llm(o); });

@@ -99,22 +99,21 @@ std::string ddr_fifo(int c) { return "ddr_c" + std::to_string(c) + "_l3l2"; }
 
 }  // namespace sim::fused
 
-std::vector<std::vector<uint8_t>> sim::core_streams(const Design& d, const HostArgs& args, int64_t P) {
-  std::vector<std::vector<uint8_t>> out(static_cast<size_t>(P));
-  // The bytes walk visits (at most 3 dims, as walk reads them).
-  const auto walked = [](const AccessPattern& p) {
-    int64_t n = p.elem_bytes * p.repeat;
-    for (size_t i = 0; i < p.dims.size() && i < 3; ++i) n *= p.dims[i].size;
-    return std::max<int64_t>(n, 0);
-  };
+void sim::StreamRefs::read(size_t p, size_t i, uint8_t* dst) const {
+  const std::vector<Piece>& ps = pieces[p];
+  for (uint32_t j = first[p][i]; j < first[p][i + 1]; ++j) {
+    std::memcpy(dst, ps[j].src, ps[j].bytes);
+    dst += ps[j].bytes;
+  }
+}
+
+sim::StreamRefs sim::core_stream_refs(const Design& d, const HostArgs& args, int64_t P) {
+  StreamRefs out;
+  out.pieces.resize(size_t(P));
+  out.first.resize(size_t(P));
   for (int c = 0; c < P / kCores; ++c) {
     const std::string fifo = ddr_fifo(c);
-    int64_t bytes = 0;
-    for (const SeqStep& s : d.sequence)
-      if (s.op == SeqOp::Fill && s.fifo == fifo) bytes += walked(s.pattern);
-    // The column stream [object][core][2 KiB] written straight into its cores' streams.
-    const size_t per_core = size_t(ceil_div(bytes, kCores * kObj) * kObj);
-    for (int r = 0; r < kCores; ++r) out[size_t(c * kCores + r)].resize(per_core);
+    // The column stream [object][core][2 KiB]: each object's pieces listed for its core.
     size_t pos = 0;
     for (const SeqStep& s : d.sequence) {
       if (s.op != SeqOp::Fill || s.fifo != fifo) continue;
@@ -125,12 +124,39 @@ std::vector<std::vector<uint8_t>> sim::core_streams(const Design& d, const HostA
         const uint8_t* src = a.data() + off;
         for (size_t left = size_t(n); left > 0;) {
           const size_t obj = pos / size_t(kObj), in = pos % size_t(kObj), take = std::min(left, size_t(kObj) - in);
-          std::memcpy(out[size_t(c * kCores) + obj % kCores].data() + (obj / kCores) * kObj + in, src, take);
+          const size_t core = size_t(c * kCores) + obj % kCores;
+          if (in == 0) out.first[core].push_back(uint32_t(out.pieces[core].size()));
+          out.pieces[core].push_back({src, take});
           pos += take, src += take, left -= take;
         }
       });
     }
     if (pos % (kCores * kObj)) fail(d, "column " + std::to_string(c) + " stream is not whole objects");
+  }
+  for (size_t p = 0; p < size_t(P); ++p) out.first[p].push_back(uint32_t(out.pieces[p].size()));
+  return out;
+}
+
+sim::StreamRefs sim::stream_refs(const std::vector<std::vector<uint8_t>>& streams) {
+  StreamRefs out;
+  out.pieces.resize(streams.size());
+  out.first.resize(streams.size());
+  for (size_t p = 0; p < streams.size(); ++p) {
+    for (size_t o = 0; (o + 1) * size_t(kObj) <= streams[p].size(); ++o) {
+      out.first[p].push_back(uint32_t(o));
+      out.pieces[p].push_back({streams[p].data() + o * kObj, size_t(kObj)});
+    }
+    out.first[p].push_back(uint32_t(out.pieces[p].size()));
+  }
+  return out;
+}
+
+std::vector<std::vector<uint8_t>> sim::core_streams(const Design& d, const HostArgs& args, int64_t P) {
+  const StreamRefs refs = core_stream_refs(d, args, P);
+  std::vector<std::vector<uint8_t>> out(static_cast<size_t>(P));
+  for (size_t p = 0; p < size_t(P); ++p) {
+    out[p].resize(refs.objects(p) * size_t(kObj));
+    for (size_t i = 0; i < refs.objects(p); ++i) refs.read(p, i, out[p].data() + i * kObj);
   }
   return out;
 }
@@ -218,7 +244,7 @@ void append_kv_new(const Design& d, const HostArgs& args, SimKvCache& kv) {
   else kv.append(kv_new_row(d, args));
 }
 
-void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k) {
+void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k, SimStreamCounts* counts) {
   if (args.size() != d.args.size()) fail(d, "takes " + std::to_string(d.args.size()) + " host arguments");
   for (size_t i = 0; i < args.size(); ++i)
     if (int64_t(args[i].size()) != d.args[i].bytes)
@@ -241,7 +267,7 @@ void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k) {
     fail(d, "family '" + d.family + "' has no functional model in npu-sim");
   }
   // The stage computation lives once, in the kernel sources: every core's program runs them.
-  run_design_programs(d, args, k);
+  run_design_programs(d, args, k, counts);
 }
 
 std::vector<aie::bf16> arg_bf16(const Design& d, const HostArgs& args, const std::string& name, int64_t n) {

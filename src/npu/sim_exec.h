@@ -10,6 +10,7 @@
 // time. Layouts and what is not modelled: docs/npu-sim.md, "Fused designs".
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -104,8 +105,17 @@ HostArgs pack_lm_head(const Design& d, std::span<const float> gamma, std::span<c
 // token); every other argument is rewritten as the full pack writes it for `d` (x, the RoPE row,
 // the KV views, zeroed outputs). Throws std::invalid_argument naming the design when `args` is
 // not d's argument list or the inputs do not fit it.
-void repack_decode_layer(const Design& d, HostArgs& args, std::span<const aie::bf16> x,
-                         std::span<const float> rope, const SimKvCache& kv);
+// `written` (optional, one entry per argument): byte ranges outside which args[i] is known to be
+// zero (kv_args_written), so only those are cleared; nullopt or no entry: all of it. Returns the
+// bytes it cleared.
+using ByteRanges = std::vector<std::pair<size_t, size_t>>;
+int64_t repack_decode_layer(const Design& d, HostArgs& args, std::span<const aie::bf16> x,
+                         std::span<const float> rope, const SimKvCache& kv,
+                         const std::vector<std::optional<ByteRanges>>* written = nullptr);
+// After decode_layer `d` ran with `kv` (its new row appended): per argument, the byte ranges that
+// can be non-zero for the KV views (kv, kv_row, kv_scales, kv_row_scales: the cached rows of each
+// head's block, the drained one included), nullopt for every other argument.
+std::vector<std::optional<ByteRanges>> kv_args_written(const Design& d, const SimKvCache& kv);
 void repack_lm_head(const Design& d, HostArgs& args, std::span<const aie::bf16> x);
 // Moves every argument of a decode_layer's or lm_head's `args` but the weight arguments (what the
 // repacks keep) out: into the same slots of `spare` when given, whose buffers the next repack of a
@@ -113,11 +123,18 @@ void repack_lm_head(const Design& d, HostArgs& args, std::span<const aie::bf16> 
 // KV views are about its cache's size: kept for every layer, they would double the cache.)
 void keep_weights_only(const Design& d, HostArgs& args, HostArgs* spare = nullptr);
 
+// How the cores' DDR objects of runs were read from their arguments: in place (an object that is
+// one run of one argument: no copy) or gathered into a buffer of their own (an object spanning
+// runs or arguments), in bytes.
+struct SimStreamCounts {
+  int64_t in_place_bytes = 0, gathered_bytes = 0;
+};
+
 // Runs one invocation of `d` (families decode_layer, qkv_rope, attention_decode, mlp_fused,
-// lm_head; dtype bf16) on `args`, writing its drained outputs into them. Throws
-// std::invalid_argument naming the design and what it cannot execute (family, dtype, argument
-// sizes).
-void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k = {});
+// lm_head; dtype bf16) on `args`, writing its drained outputs into them (and, with `counts`,
+// adding how its DDR objects were read). Throws std::invalid_argument naming the design and what
+// it cannot execute (family, dtype, argument sizes).
+void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k = {}, SimStreamCounts* counts = nullptr);
 
 // Appends the new K/V row a decode_layer invocation drained to `kv` (bf16, or int8 / int4 rows
 // and their scales for an int8- / int4-KV design).
@@ -160,8 +177,30 @@ namespace sim {
 int64_t param(const Design& d, const char* name);
 // The sequence's (first) drain step of `fifo`; throws when the design has none.
 const SeqStep& drain_step(const Design& d, const std::string& fifo);
-// Each of the P cores' DDR stream: its column's fills gathered through their access patterns,
-// split [object][core][2 KiB] as the memtile split does.
+// The P cores' DDR streams as references into the bytes the fills read (nothing copied): core
+// p's object i is pieces[p][first[p][i] .. first[p][i + 1]), 2 KiB together, in stream order.
+struct StreamRefs {
+  struct Piece {
+    const uint8_t* src;
+    size_t bytes;
+  };
+  std::vector<std::vector<Piece>> pieces;
+  std::vector<std::vector<uint32_t>> first;  // per core: its objects + 1 entries
+  size_t objects(size_t p) const { return first[p].empty() ? 0 : first[p].size() - 1; }
+  // Core p's object i (2 KiB) into dst.
+  void read(size_t p, size_t i, uint8_t* dst) const;
+  // Core p's object i in place when it is one run of one argument (2 KiB), else null.
+  const uint8_t* whole(size_t p, size_t i) const {
+    return first[p][i + 1] - first[p][i] == 1 ? pieces[p][first[p][i]].src : nullptr;
+  }
+};
+// Each of the P cores' DDR stream: its column's fills walked through their access patterns,
+// split [object][core][2 KiB] as the memtile split does; references into `args`, which must
+// outlive them unchanged.
+StreamRefs core_stream_refs(const Design& d, const HostArgs& args, int64_t P);
+// References to whole streams held elsewhere (one per core, whole 2 KiB objects).
+StreamRefs stream_refs(const std::vector<std::vector<uint8_t>>& streams);
+// The same streams gathered into buffers of their own (one per core).
 std::vector<std::vector<uint8_t>> core_streams(const Design& d, const HostArgs& args, int64_t P);
 // Writes `bytes` through the drain steps of `fifo`, in sequence order.
 void drain(const Design& d, HostArgs& args, const std::string& fifo, const std::vector<uint8_t>& bytes);

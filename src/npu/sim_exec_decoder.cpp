@@ -47,6 +47,8 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
     if (!resident->layers.empty()) throw std::invalid_argument("npu-sim: the resident arguments are another model's");
     resident->layers.resize(m.layers.size());
   }
+  SimStreamCounts counts;
+  int64_t cleared = 0;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     t0 = clock::now();
     DecodeLayerShape s = m.shape;
@@ -61,17 +63,24 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
       a = pack_decode_layer(*d, m.layers[i], x, local ? rope_local : rope, state.kv[i]);
       if (resident) ++resident->weight_packs;
     } else {
+      std::vector<std::optional<ByteRanges>> written(a.size());
       for (size_t j = 0; j < a.size() && j < resident->spare.size(); ++j)
-        if (a[j].empty()) a[j].swap(resident->spare[j]);  // the last layer's buffers (same arguments)
-      repack_decode_layer(*d, a, x, local ? rope_local : rope, state.kv[i]);
+        if (a[j].empty()) {  // the last layer's buffers (same arguments)
+          a[j].swap(resident->spare[j]);
+          if (j < resident->spare_written.size()) written[j] = std::move(resident->spare_written[j]);
+        }
+      cleared += repack_decode_layer(*d, a, x, local ? rope_local : rope, state.kv[i], &written);
     }
-    run_design(*d, a, m.kernel);
+    run_design(*d, a, m.kernel, &counts);
     append_kv_new(*d, a, state.kv[i]);
     x = arg_bf16(*d, a, "result", H);
-    if (resident) keep_weights_only(*d, a, &resident->spare);
+    if (resident) {
+      keep_weights_only(*d, a, &resident->spare);
+      resident->spare_written = kv_args_written(*d, state.kv[i]);
+    }
     const double t = ms(t0);
     // The layer's ops, all inside this one decode_layer invocation (its time on the first).
-    const std::string L = "L" + std::to_string(i) + ".";
+    const std::string L = std::string("L").append(std::to_string(i)).append(".");
     const std::pair<const char*, OpKind> ops[] = {
         {"attn_norm", OpKind::RMSNorm}, {"qkv", OpKind::MatMul},        {"qk_norm", OpKind::RMSNorm},
         {"rope", OpKind::Rope},         {"cache.write", OpKind::KvWrite}, {"attention", OpKind::Attention},
@@ -100,7 +109,7 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
   } else {
     repack_lm_head(*head, a, x);
   }
-  run_design(*head, a, m.kernel);
+  run_design(*head, a, m.kernel, &counts);
   r.logits = lm_head_logits(*head, a);
   const double t = ms(t0);
   r.report.ops.push_back({"final_norm [" + head->name + "]", OpKind::RMSNorm, sim, false, t});
@@ -108,6 +117,7 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
   inv.push_back({head.get(), "model.xclbin", false});
   designs.push_back(head);
   r.cost = cost_report(inv);
+  if (resident) resident->last_token = counts, resident->last_token_cleared = cleared;
   ++state.position;
   return r;
 }

@@ -65,7 +65,12 @@ struct SimResidentArgs {
   std::vector<HostArgs> layers;  // per layer: its weight arguments (none until its first token)
   HostArgs head;
   HostArgs spare;  // the layers' other arguments' buffers, passed from layer to layer
+  // Per spare buffer: the byte ranges that can be non-zero (the KV views' cached rows: only those
+  // are cleared when the next layer takes it), or nullopt (cleared whole).
+  std::vector<std::optional<ByteRanges>> spare_written;
   int64_t weight_packs = 0;  // layers and heads whose weights were packed: layers + 1 once all ran
+  SimStreamCounts last_token;  // how the last token's DDR objects were read (in place or gathered)
+  int64_t last_token_cleared = 0;  // bytes of the layers' non-weight arguments the last token zeroed
 };
 
 // Runs token `id` at state.position, appends its K/V and advances the position. Throws

@@ -1,13 +1,12 @@
 // npu-sim's packing of the fused designs' host arguments (sim_exec.h, pack_*): each core's DDR
 // stream written part by part in the bake's layout and scattered through the fills' access
-// patterns; the KV cache as npu-sim keeps it (SimKvCache) and decode_layer's resident cache.
+// patterns; decode_layer's resident cache written from the KV cache (SimKvCache: sim_kv_cache.cpp).
 #include "npu/sim_exec.h"
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
-#include "aie_kernels/fused_stage_int8.h"  // quantize_row: the int8 KV cache's rows, as the kernel makes them
 #include "core/numeric.h"
 #include "npu/sim_exec_fused_internal.h"
 
@@ -142,90 +141,6 @@ int64_t rest_bytes(const Geometry& g) {
 }
 
 }  // namespace
-
-SimKvCache::SimKvCache(int64_t kv_heads_, int64_t head_dim_, int64_t max_len_, bool int8_, bool int4_)
-    : kv_heads(kv_heads_), head_dim(head_dim_), max_len(max_len_),
-      k(size_t(kv_heads_ * max_len_ * head_dim_)), v(size_t(kv_heads_ * max_len_ * head_dim_)), int8(int8_ || int4_),
-      int4(int4_) {
-  if (int4 && head_dim % 2 != 0) throw std::invalid_argument("npu-sim: an int4 KV cache needs an even head_dim");
-  if (int8) {
-    k8.resize(k.size()), v8.resize(v.size());
-    scales.resize(size_t(kv_heads * max_len * 2));
-  }
-}
-
-void SimKvCache::quantize_rows(int64_t from, int64_t to) {
-  if (!int8) return;
-  if (from < 0 || to > max_len) throw std::invalid_argument("npu-sim: KV rows past the cache");
-  const int32_t D = int32_t(head_dim);
-  std::vector<uint8_t> packed(size_t(D / 2));
-  // As the kernel quantizes a row (quantize_row, or quantize_row_int4 then unpacked to k8 / v8).
-  const auto quantize = [&](const aie::bf16* x, int8_t* q) {
-    if (!int4) return xk_fused::quantize_row(x, q, D);
-    const float scale = xk_fused::quantize_row_int4(x, packed.data(), D);
-    xk_fused::unpack_int4(packed.data(), q, D);
-    return scale;
-  };
-  for (int64_t h = 0; h < kv_heads; ++h)
-    for (int64_t t = from; t < to; ++t) {
-      const size_t at = size_t((h * max_len + t) * head_dim);
-      scales[size_t((h * max_len + t) * 2)] = quantize(k.data() + at, k8.data() + at);
-      scales[size_t((h * max_len + t) * 2 + 1)] = quantize(v.data() + at, v8.data() + at);
-    }
-}
-
-void SimKvCache::append_int8(std::span<const uint8_t> row) {
-  if (!int8 || int4)
-    throw std::invalid_argument(std::string("npu-sim: an int8 KV row for a") + (int4 ? "n int4" : " bf16") + " KV cache");
-  append_quantized(row);
-}
-
-void SimKvCache::append_int4(std::span<const uint8_t> row) {
-  if (!int4) throw std::invalid_argument(std::string("npu-sim: an int4 KV row for a") + (int8 ? "n int8" : " bf16") + " KV cache");
-  append_quantized(row);
-}
-
-void SimKvCache::append_quantized(std::span<const uint8_t> row) {
-  const int64_t kvd = kv_heads * head_dim, values = int4 ? kvd : 2 * kvd;  // bytes of the K and V values
-  if (int64_t(row.size()) != values + kv_heads * 8)
-    throw std::invalid_argument(std::string("npu-sim: ") + (int4 ? "int4" : "int8") + " kv row of " +
-                                std::to_string(row.size()) + " bytes, expected " +
-                                std::to_string(values + kv_heads * 8));
-  if (length >= max_len) throw std::invalid_argument("npu-sim: KV cache full (" + std::to_string(max_len) + ")");
-  for (int64_t h = 0; h < kv_heads; ++h) {
-    const size_t at = size_t((h * max_len + length) * head_dim);
-    float sc[2];
-    std::memcpy(sc, row.data() + values + h * 8, 8);
-    scales[size_t((h * max_len + length) * 2)] = sc[0];
-    scales[size_t((h * max_len + length) * 2 + 1)] = sc[1];
-    if (int4) {
-      xk_fused::unpack_int4(row.data() + h * head_dim / 2, k8.data() + at, int32_t(head_dim));
-      xk_fused::unpack_int4(row.data() + (kvd + h * head_dim) / 2, v8.data() + at, int32_t(head_dim));
-    } else {
-      std::memcpy(k8.data() + at, row.data() + h * head_dim, size_t(head_dim));
-      std::memcpy(v8.data() + at, row.data() + kvd + h * head_dim, size_t(head_dim));
-    }
-    for (int64_t i = 0; i < head_dim; ++i) {
-      k[at + size_t(i)] = aie::to_bf16(float(k8[at + size_t(i)]) * sc[0], kSimRounding);
-      v[at + size_t(i)] = aie::to_bf16(float(v8[at + size_t(i)]) * sc[1], kSimRounding);
-    }
-  }
-  ++length;
-}
-
-void SimKvCache::append(std::span<const aie::bf16> row) {
-  const int64_t kvd = kv_heads * head_dim;
-  if (int64_t(row.size()) != 2 * kvd)
-    throw std::invalid_argument("npu-sim: kv row of " + std::to_string(row.size()) + " values, expected " +
-                                std::to_string(2 * kvd));
-  if (length >= max_len) throw std::invalid_argument("npu-sim: KV cache full (" + std::to_string(max_len) + ")");
-  for (int64_t h = 0; h < kv_heads; ++h) {
-    std::copy_n(row.begin() + h * head_dim, head_dim, k.begin() + (h * max_len + length) * head_dim);
-    std::copy_n(row.begin() + kvd + h * head_dim, head_dim, v.begin() + (h * max_len + length) * head_dim);
-  }
-  quantize_rows(length, length + 1);
-  ++length;
-}
 
 namespace {
 
@@ -499,18 +414,34 @@ bool is_weight_arg(const std::string& name) { return name == "weights" || name =
 // Every argument of `args` but the weight arguments (packed once) made anew for d as the
 // full pack leaves it before its parts are written: d's size, zero. Throws naming the design when
 // `args` is not d's argument list (count, or a kept argument's size).
-void reset_args(const Design& d, HostArgs& args) {
+// Returns the bytes cleared.
+int64_t reset_args(const Design& d, HostArgs& args, const std::vector<std::optional<ByteRanges>>* written = nullptr) {
+  int64_t cleared = 0;
   if (args.size() != d.args.size())
     fail(d, "the kept arguments are " + std::to_string(args.size()) + ", the design takes " +
                 std::to_string(d.args.size()));
   for (size_t i = 0; i < args.size(); ++i) {
     if (!is_weight_arg(d.args[i].name)) {
-      args[i].assign(size_t(d.args[i].bytes), 0);
+      const std::optional<ByteRanges>* w = written && i < written->size() ? &(*written)[i] : nullptr;
+      if (w && *w) {  // zero where written, then the size (a grown tail comes zeroed)
+        for (const auto& [from, end] : **w) {
+          const size_t to = std::min(end, args[i].size());
+          if (from >= to) continue;
+          std::memset(args[i].data() + from, 0, to - from);
+          cleared += int64_t(to - from);
+        }
+        cleared += std::max<int64_t>(0, d.args[i].bytes - int64_t(args[i].size()));
+        args[i].resize(size_t(d.args[i].bytes));
+      } else {
+        args[i].assign(size_t(d.args[i].bytes), 0);
+        cleared += d.args[i].bytes;
+      }
     } else if (int64_t(args[i].size()) != d.args[i].bytes) {
       fail(d, "the kept argument '" + d.args[i].name + "' has " + std::to_string(args[i].size()) +
                   " bytes, the design's has " + std::to_string(d.args[i].bytes));
     }
   }
+  return cleared;
 }
 
 // A replicated part (x, the RoPE row: one copy every core reads) into its argument's start.
@@ -522,8 +453,9 @@ void put_replicated(const Design& d, HostArgs& args, const char* name, const voi
 
 }  // namespace
 
-void repack_decode_layer(const Design& d, HostArgs& args, std::span<const aie::bf16> x,
-                         std::span<const float> rope, const SimKvCache& kv) {
+int64_t repack_decode_layer(const Design& d, HostArgs& args, std::span<const aie::bf16> x,
+                            std::span<const float> rope, const SimKvCache& kv,
+                            const std::vector<std::optional<ByteRanges>>* written) {
   if (d.family != "decode_layer") fail(d, "is not a decode_layer design");
   const Geometry g = geometry(d, true);
   check_dims(d, g);
@@ -533,7 +465,7 @@ void repack_decode_layer(const Design& d, HostArgs& args, std::span<const aie::b
   if (param(d, "position") != kv.length)
     fail(d, "is the token at position " + std::to_string(param(d, "position")) + ", the cache holds " +
                 std::to_string(kv.length) + " positions");
-  reset_args(d, args);
+  const int64_t cleared = reset_args(d, args, written);
   put_replicated(d, args, "x", x.data(), x.size_bytes());
   put_replicated(d, args, "rope", rope.data(), rope.size_bytes());
   write_resident_kv(d, kv, kv_window_offset(d), args.at(size_t(arg_index(d, "kv"))));
@@ -542,6 +474,30 @@ void repack_decode_layer(const Design& d, HostArgs& args, std::span<const aie::b
     write_resident_scales(d, kv, kv_scales_window_offset(d), args.at(size_t(arg_index(d, "kv_scales"))));
     write_resident_scales(d, kv, kv_scales_row_offset(d), args.at(size_t(arg_index(d, "kv_row_scales"))));
   }
+  return cleared;
+}
+
+std::vector<std::optional<ByteRanges>> kv_args_written(const Design& d, const SimKvCache& kv) {
+  std::vector<std::optional<ByteRanges>> out(d.args.size());
+  const int64_t HA = param(d, "kv_heads_alloc"), rows = param(d, "kv_rows");
+  const int64_t rb = kv.head_dim * kv_value_bits(d) / 8;
+  // Rows [0, kv.length) of `blocks` blocks of `block` bytes (rows of `row` bytes) in a buffer
+  // viewed from byte `base` on.
+  const auto ranges = [&](const char* name, int64_t base, int64_t blocks, int64_t block, int64_t row) {
+    ByteRanges r;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t at = b * block, end = at + std::min(kv.length, rows) * row;
+      if (end > base) r.emplace_back(size_t(std::max(at, base) - base), size_t(end - base));
+    }
+    out[size_t(arg_index(d, name))] = std::move(r);
+  };
+  ranges("kv", kv_window_offset(d), 2 * HA, rows * rb, rb);
+  ranges("kv_row", kv_row_offset(d), 2 * HA, rows * rb, rb);
+  if (kv_value_bits(d) < 16) {
+    ranges("kv_scales", kv_scales_window_offset(d), HA, rows * 8, 8);
+    ranges("kv_row_scales", kv_scales_row_offset(d), HA, rows * 8, 8);
+  }
+  return out;
 }
 
 void keep_weights_only(const Design& d, HostArgs& args, HostArgs* spare) {

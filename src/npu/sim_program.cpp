@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <string_view>
 #include <type_traits>
 
 #include "aie_kernels/kernels.h"
@@ -40,53 +41,80 @@ void set_state(StageKernel& k, State&) {
   k.fresh_state = [] { return std::shared_ptr<void>(std::make_shared<State>()); };
 }
 
-#define S(n) scalar(s, n)
-#define ENTRY(fn, ARGS) {#fn, [](uint8_t* const* o, const StageScalars& s) { fn(Obj{o[0]}, ARGS); }}
+// The index of scalar `n` in a kernel's scalar list, at compile time (a name not in the list is a
+// compile error).
+template <size_t N>
+constexpr int scalar_index(const std::array<std::string_view, N>& list, std::string_view n) {
+  for (size_t i = 0; i < N; ++i)
+    if (list[i] == n) return int(i);
+  throw std::invalid_argument("no such scalar");
+}
+template <size_t N>
+std::vector<std::string> scalar_names(const std::array<std::string_view, N>& list) {
+  return {list.begin(), list.end()};
+}
 
-#define MLP_ARGS S("cores"), S("gelu"), S("hidden"), S("intermediate")
+// S(list, n): the entry point's scalar `n`, from `v` (the kernel's scalars in `list` order).
+#define S(list, n) v[std::integral_constant<int, scalar_index(list, n)>::value]
+#define ENTRY(fn, ARGS) {#fn, [](uint8_t* const* o, const int32_t* v) { fn(Obj{o[0]}, ARGS); }}
+
+constexpr std::array<std::string_view, 4> kMlpScalars = {"cores", "gelu", "hidden", "intermediate"};
+constexpr std::array<std::string_view, 9> kQkvScalars = {"cores",   "head_dim", "heads",      "hidden",     "kv_heads",
+                                                         "qk_norm", "eps_bits", "offset_bits", "interleaved"};
+constexpr std::array<std::string_view, 7> kAttnScalars = {"context", "core",     "cores",     "head_dim",
+                                                          "heads",   "kv_heads", "scale_bits"};
+constexpr std::array<std::string_view, 5> kHeadScalars = {"cores", "hidden", "vocab", "eps_bits", "offset_bits"};
+constexpr std::array<std::string_view, 15> kLayerScalars = {
+    "context",   "core",       "cores",   "gelu",     "head_dim",    "heads",       "hidden",    "intermediate",
+    "kv_heads",  "post_norms", "qk_norm", "eps_bits", "offset_bits", "interleaved", "scale_bits"};
+
+#define MLP_ARGS S(kMlpScalars, "cores"), S(kMlpScalars, "gelu"), S(kMlpScalars, "hidden"), S(kMlpScalars, "intermediate")
 StageKernel mlp_fused() {
   StageKernel k{"mlp_fused_bf16", {
       ENTRY(mlp_fused_bf16_x, MLP_ARGS), ENTRY(mlp_fused_bf16_gate_up, MLP_ARGS),
       ENTRY(mlp_fused_bf16_gate_up_give, MLP_ARGS), ENTRY(mlp_fused_bf16_gate_up_take, MLP_ARGS),
       ENTRY(mlp_fused_bf16_down, MLP_ARGS), ENTRY(mlp_fused_bf16_down_give, MLP_ARGS),
       ENTRY(mlp_fused_bf16_down_take, MLP_ARGS), ENTRY(mlp_fused_bf16_down_result, MLP_ARGS)},
-      {"cores", "gelu", "hidden", "intermediate"}};
+      scalar_names(kMlpScalars)};
   set_state(k, xk_impl::mlp_fused_bf16_state());
   return k;
 }
 
-#define QKV_ARGS S("cores"), S("head_dim"), S("heads"), S("hidden"), S("kv_heads"), S("qk_norm"), \
-                 S("eps_bits"), S("offset_bits"), S("interleaved")
+#define QK(n) S(kQkvScalars, n)
+#define QKV_ARGS QK("cores"), QK("head_dim"), QK("heads"), QK("hidden"), QK("kv_heads"), QK("qk_norm"), \
+                 QK("eps_bits"), QK("offset_bits"), QK("interleaved")
 StageKernel qkv_rope() {
   StageKernel k{"qkv_rope_bf16", {
       ENTRY(qkv_rope_bf16_x, QKV_ARGS), ENTRY(qkv_rope_bf16_qkv, QKV_ARGS),
       ENTRY(qkv_rope_bf16_qkv_give, QKV_ARGS), ENTRY(qkv_rope_bf16_qkv_take, QKV_ARGS),
       ENTRY(qkv_rope_bf16_rope, QKV_ARGS), ENTRY(qkv_rope_bf16_rope_result, QKV_ARGS),
       ENTRY(qkv_rope_bf16_rope_kv_new, QKV_ARGS)},
-      {"cores", "head_dim", "heads", "hidden", "kv_heads", "qk_norm", "eps_bits", "offset_bits", "interleaved"}};
+      scalar_names(kQkvScalars)};
   set_state(k, xk_impl::qkv_rope_bf16_state());
   return k;
 }
 
-#define ATTN_ARGS S("context"), S("core"), S("cores"), S("head_dim"), S("heads"), S("kv_heads"), S("scale_bits")
+#define AT(n) S(kAttnScalars, n)
+#define ATTN_ARGS AT("context"), AT("core"), AT("cores"), AT("head_dim"), AT("heads"), AT("kv_heads"), AT("scale_bits")
 StageKernel attention_decode() {
   StageKernel k{"attention_decode_bf16", {
       ENTRY(attention_decode_bf16_q, ATTN_ARGS), ENTRY(attention_decode_bf16_attention, ATTN_ARGS),
       ENTRY(attention_decode_bf16_attention_give, ATTN_ARGS), ENTRY(attention_decode_bf16_attention_take, ATTN_ARGS),
       ENTRY(attention_decode_bf16_attention_result, ATTN_ARGS)},
-      {"context", "core", "cores", "head_dim", "heads", "kv_heads", "scale_bits"}};
+      scalar_names(kAttnScalars)};
   set_state(k, xk_impl::attention_decode_bf16_state());
   return k;
 }
 
-#define HEAD_ARGS S("cores"), S("hidden"), S("vocab"), S("eps_bits"), S("offset_bits")
+#define HD(n) S(kHeadScalars, n)
+#define HEAD_ARGS HD("cores"), HD("hidden"), HD("vocab"), HD("eps_bits"), HD("offset_bits")
 // The entry table of the lm_head kernel named p: bf16 and int8 weights share it.
 #define HEAD_KERNEL(p)                                                                                           \
   StageKernel {                                                                                                  \
     #p,                                                                                                          \
         {ENTRY(p##_x, HEAD_ARGS), ENTRY(p##_norm, HEAD_ARGS), ENTRY(p##_rows, HEAD_ARGS),                        \
          ENTRY(p##_rows_out, HEAD_ARGS)},                                                                        \
-    { "cores", "hidden", "vocab", "eps_bits", "offset_bits" }                                                    \
+    scalar_names(kHeadScalars)                                                                                   \
   }
 StageKernel lm_head() {
   StageKernel k = HEAD_KERNEL(lm_head_bf16);
@@ -100,9 +128,10 @@ StageKernel lm_head_int8() {
   return k;
 }
 
-#define LAYER_ARGS S("context"), S("core"), S("cores"), S("gelu"), S("head_dim"), S("heads"), S("hidden"), \
-                   S("intermediate"), S("kv_heads"), S("post_norms"), S("qk_norm"),       \
-                   S("eps_bits"), S("offset_bits"), S("interleaved"), S("scale_bits")
+#define LY(n) S(kLayerScalars, n)
+#define LAYER_ARGS LY("context"), LY("core"), LY("cores"), LY("gelu"), LY("head_dim"), LY("heads"), LY("hidden"), \
+                   LY("intermediate"), LY("kv_heads"), LY("post_norms"), LY("qk_norm"),                   \
+                   LY("eps_bits"), LY("offset_bits"), LY("interleaved"), LY("scale_bits")
 // The entry table of the decode_layer kernel named p: bf16 and int8 weights share it.
 #define LAYER_KERNEL(p)                                                                                          \
   StageKernel {                                                                                                  \
@@ -114,10 +143,7 @@ StageKernel lm_head_int8() {
          ENTRY(p##_o_take, LAYER_ARGS), ENTRY(p##_gate_up, LAYER_ARGS), ENTRY(p##_gate_up_give, LAYER_ARGS),     \
          ENTRY(p##_gate_up_take, LAYER_ARGS), ENTRY(p##_down, LAYER_ARGS), ENTRY(p##_down_give, LAYER_ARGS),     \
          ENTRY(p##_down_take, LAYER_ARGS), ENTRY(p##_down_result, LAYER_ARGS)},                                  \
-    {                                                                                                            \
-      "context", "core", "cores", "gelu", "head_dim", "heads", "hidden", "intermediate", "kv_heads",             \
-          "post_norms", "qk_norm", "eps_bits", "offset_bits", "interleaved", "scale_bits"                        \
-    }                                                                                                            \
+    scalar_names(kLayerScalars)                                                                                  \
   }
 StageKernel decode_layer() {
   StageKernel k = LAYER_KERNEL(decode_layer_bf16);
@@ -148,6 +174,10 @@ StageKernel decode_layer_int8_kv4() {
 }
 
 #undef S
+#undef QK
+#undef AT
+#undef HD
+#undef LY
 #undef ENTRY
 #undef LAYER_KERNEL
 #undef HEAD_KERNEL
@@ -247,21 +277,74 @@ std::vector<std::vector<uint8_t>> program_streams(const Design& d, const HostArg
 std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, const StageKernel& k,
                                                               const std::vector<std::vector<uint8_t>>& streams,
                                                               const StageScalars& runtime) {
+  return run_core_programs(d, k, sim::stream_refs(streams), runtime);
+}
+
+std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, const StageKernel& k,
+                                                              const sim::StreamRefs& streams,
+                                                              const StageScalars& runtime, SimStreamCounts* counts) {
   const std::vector<const TileUse*> cores = cores_in_order(d);
   const size_t P = cores.size();
-  if (streams.size() != P)
-    fail(d, "has " + std::to_string(P) + " cores, got " + std::to_string(streams.size()) + " streams");
+  if (streams.first.size() != P)
+    fail(d, "has " + std::to_string(P) + " cores, got " + std::to_string(streams.first.size()) + " streams");
   const ObjectFifo* slice0 = d.find_fifo("slice_c0r0");
   const size_t slice = slice0 ? size_t(slice0->elem_bytes) : 0;
+  // Each step resolved once per run: its FIFO as an id (no names compared per object), what kind
+  // of object it moves, its entry point and its scalars in the kernel's order.
+  enum class Kind { Ddr, Act, Slice, Out, Other };
+  struct StepInfo {
+    int id = -1;
+    Kind kind = Kind::Other;
+    const ObjectFifo* fifo = nullptr;
+    const StageEntry* entry = nullptr;
+    std::vector<int> operands;
+    std::vector<int32_t> scalars;  // resolved at the step's first call
+    bool resolved = false;
+  };
+  std::map<std::string, int> ids;
+  std::vector<std::string> names;
+  const auto id_of = [&](const std::string& n) {
+    auto [it, fresh] = ids.emplace(n, int(names.size()));
+    if (fresh) names.push_back(n);
+    return it->second;
+  };
+  std::vector<std::vector<StepInfo>> info(P);
+  for (size_t p = 0; p < P; ++p) {
+    const std::vector<CoreStep>& prog = cores[p]->program;
+    info[p].resize(prog.size());
+    for (size_t i = 0; i < prog.size(); ++i) {
+      const CoreStep& s = prog[i];
+      StepInfo& in = info[p][i];
+      if (s.op == CoreOp::Acquire || s.op == CoreOp::Release) {
+        in.id = id_of(s.name);
+        in.kind = s.name.rfind("ddr_", 0) == 0 ? Kind::Ddr
+                  : s.name == "act"            ? Kind::Act
+                  : s.name.rfind("slice_", 0) == 0 && s.op == CoreOp::Release ? Kind::Slice
+                  : s.op == CoreOp::Release    ? Kind::Out
+                                               : Kind::Other;
+        if (s.op == CoreOp::Acquire) in.fifo = d.find_fifo(s.name);
+      } else if (s.op == CoreOp::Call) {
+        auto e = k.entries.find(s.name);
+        if (e != k.entries.end()) in.entry = &e->second;
+        for (const std::string& f : s.operands) in.operands.push_back(id_of(f));
+      }
+    }
+  }
+  // A held object: its buffer, or (a DDR object that is one piece of an argument) the argument's
+  // bytes in place: the entry points take their DDR objects read-only (const).
+  struct Held {
+    std::vector<uint8_t> buf;
+    uint8_t* ptr = nullptr;
+  };
   struct Core {
     size_t pc = 0, ddr = 0, gives = 0, takes = 0;
     std::vector<std::array<int64_t, 3>> loops;  // first step, end, iterations left
-    std::map<std::string, std::vector<uint8_t>> held;
-    std::vector<std::vector<uint8_t>> spare;  // released objects' buffers, reused by the next acquires
+    std::vector<Held> held;                     // by FIFO id
+    std::vector<std::vector<uint8_t>> spare;    // released objects' buffers, reused by the next acquires
     std::shared_ptr<void> state;  // the core's L1 state, which its entry points reach (xk::core_state)
   };
   std::vector<Core> cs(P);
-  for (Core& c : cs) c.state = k.fresh_state();
+  for (Core& c : cs) c.state = k.fresh_state(), c.held.resize(names.size());
   // The state the kernels' calls on this thread use: the called core's (unset again on return).
   struct Designate {
     ~Designate() { xk::t_core_state = nullptr; }
@@ -272,20 +355,20 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
   if (const std::string why = state_bounds(k.name, bounds); !why.empty())
     fail(d, k.name + " cannot run it: " + why);
   if (const std::vector<std::string> missing = scalars_beyond_program(d, k); !missing.empty()) {
-    std::string names;
-    for (const std::string& n : missing) names += (names.empty() ? "" : ", ") + n;
-    fail(d, "its kernel args lack " + names + ", which " + k.name + " takes");
+    std::string names_missing;
+    for (const std::string& n : missing) names_missing += (names_missing.empty() ? "" : ", ") + n;
+    fail(d, "its kernel args lack " + names_missing + ", which " + k.name + " takes");
   }
-  std::map<const CoreStep*, StageScalars> call_scalars;  // each Call step's scalars, merged once
-  std::map<const CoreStep*, const ObjectFifo*> fifo_of;  // each Acquire step's FIFO, found once
   std::vector<std::vector<uint8_t>> joined;  // per exchange round: every core's slice in order
   std::vector<size_t> given;
-  std::map<std::string, std::vector<uint8_t>> outputs;
+  std::vector<std::vector<uint8_t>> out_by_id(names.size());
+  std::vector<uint8_t*> objects;
   for (bool busy = true; busy;) {
     busy = false;
     for (size_t p = 0; p < P; ++p) {
       Core& c = cs[p];
       const std::vector<CoreStep>& prog = cores[p]->program;
+      const std::vector<StepInfo>& steps = info[p];
       const auto next_step = [&] {  // unwinds finished loops; false when the program is done
         while (!c.loops.empty() && int64_t(c.pc) == c.loops.back()[1]) {
           if (--c.loops.back()[2] > 0) c.pc = size_t(c.loops.back()[0]);
@@ -294,82 +377,106 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
         return c.pc < prog.size();
       };
       const auto waits = [&] {  // for an exchange some core has not given yet
-        const CoreStep& s = prog[c.pc];
-        return s.op == CoreOp::Acquire && s.name == "act" && (c.takes >= given.size() || given[c.takes] < P);
+        return prog[c.pc].op == CoreOp::Acquire && steps[c.pc].kind == Kind::Act &&
+               (c.takes >= given.size() || given[c.takes] < P);
       };
       if (!next_step() || waits()) continue;
       xk::t_core_state = c.state.get();
       for (;;) {
         if (!next_step()) break;
         const CoreStep& s = prog[c.pc];
+        const StepInfo& in = steps[c.pc];
         if (s.op == CoreOp::Loop) {
           c.loops.push_back({int64_t(c.pc) + 1, int64_t(c.pc) + 1 + s.body, s.count});
         } else if (s.op == CoreOp::Acquire) {
-          auto found = fifo_of.find(&s);
-          if (found == fifo_of.end()) found = fifo_of.emplace(&s, d.find_fifo(s.name)).first;
-          const ObjectFifo* f = found->second;
+          const ObjectFifo* f = in.fifo;
           if (!f) fail(d, "core " + to_string(cores[p]->at) + " acquires unknown FIFO " + s.name);
-          if (s.name == "act" && waits()) break;  // for every core's slice
-          std::vector<uint8_t> obj;  // a zeroed object of the FIFO's size, its buffer reused
-          if (!c.spare.empty()) obj = std::move(c.spare.back()), c.spare.pop_back();
-          if (s.name.rfind("ddr_", 0) == 0) {
-            if ((c.ddr + 1) * kObj > streams[p].size())
+          if (in.kind == Kind::Act && waits()) break;  // for every core's slice
+          Held& h = c.held[size_t(in.id)];
+          if (h.ptr && h.buf.capacity()) c.spare.push_back(std::move(h.buf));  // overwritten unreleased
+          h.buf = {};
+          h.ptr = nullptr;
+          const auto fresh = [&]() -> std::vector<uint8_t>& {  // a buffer of its own, reused
+            if (!c.spare.empty()) h.buf = std::move(c.spare.back()), c.spare.pop_back();
+            return h.buf;
+          };
+          if (in.kind == Kind::Ddr) {
+            if (c.ddr >= streams.objects(p))
               fail(d, "core " + to_string(cores[p]->at) + " reads past its DDR stream");
-            const size_t n = std::min(size_t(f->elem_bytes), size_t(kObj));
-            obj.resize(size_t(f->elem_bytes));
-            std::memcpy(obj.data(), streams[p].data() + c.ddr * kObj, n);
-            std::memset(obj.data() + n, 0, obj.size() - n);
+            const uint8_t* whole = streams.whole(p, c.ddr);
+            if (whole && f->elem_bytes <= kObj) {
+              h.ptr = const_cast<uint8_t*>(whole);  // read-only: the DDR operands are const
+              if (counts) counts->in_place_bytes += kObj;
+            } else {
+              std::vector<uint8_t>& obj = fresh();
+              obj.resize(std::max(size_t(f->elem_bytes), size_t(kObj)));
+              streams.read(p, c.ddr, obj.data());
+              obj.resize(size_t(f->elem_bytes));
+              if (obj.size() > size_t(kObj)) std::memset(obj.data() + kObj, 0, obj.size() - size_t(kObj));
+              h.ptr = obj.data();
+              if (counts) counts->gathered_bytes += kObj;
+            }
             ++c.ddr;
-          } else if (s.name == "act") {
-            obj = joined[c.takes];
+          } else if (in.kind == Kind::Act) {
+            fresh() = joined[c.takes];
+            h.ptr = h.buf.data();
           } else {
-            obj.assign(size_t(f->elem_bytes), 0);
+            fresh().assign(size_t(f->elem_bytes), 0);
+            h.ptr = h.buf.data();
           }
-          c.held[s.name] = std::move(obj);
         } else if (s.op == CoreOp::Release) {
-          std::vector<uint8_t>& obj = c.held[s.name];
-          if (s.name.rfind("slice_", 0) == 0) {
+          Held& h = c.held[size_t(in.id)];
+          if (in.kind == Kind::Slice) {
             if (joined.size() <= c.gives) joined.emplace_back(slice * P), given.push_back(0);
-            std::memcpy(joined[c.gives].data() + p * slice, obj.data(), slice);
+            std::memcpy(joined[c.gives].data() + p * slice, h.ptr, slice);
             ++given[c.gives++];
-          } else if (s.name == "act") {
+          } else if (in.kind == Kind::Act) {
             ++c.takes;
-          } else if (s.name.rfind("ddr_", 0) != 0) {
-            std::vector<uint8_t>& out = outputs[s.name];
-            out.insert(out.end(), obj.begin(), obj.end());
+          } else if (in.kind == Kind::Out) {
+            std::vector<uint8_t>& out = out_by_id[size_t(in.id)];
+            out.insert(out.end(), h.buf.begin(), h.buf.end());
           }
-          c.spare.push_back(std::move(obj));
-          c.held.erase(s.name);
+          if (h.buf.capacity()) c.spare.push_back(std::move(h.buf));
+          h.buf = {};
+          h.ptr = nullptr;
         } else {
-          auto e = k.entries.find(s.name);
-          if (e == k.entries.end()) fail(d, "calls " + s.name + ", which " + k.name + " does not define");
-          std::vector<uint8_t*> objects;
-          for (const std::string& f : s.operands) objects.push_back(c.held.at(f).data());
-          auto merged = call_scalars.find(&s);
-          if (merged == call_scalars.end()) {
-            StageScalars scalars = runtime;
-            for (const auto& [name, v] : s.args) scalars[name] = v;
-            merged = call_scalars.emplace(&s, std::move(scalars)).first;
+          if (!in.entry) fail(d, "calls " + s.name + ", which " + k.name + " does not define");
+          StepInfo& mut = info[p][c.pc];
+          if (!mut.resolved) {  // the step's scalars in the kernel's order, merged once
+            StageScalars merged = runtime;
+            for (const auto& [name, v] : s.args) merged[name] = v;
+            for (const std::string& n : k.scalars) mut.scalars.push_back(scalar(merged, n.c_str()));
+            mut.resolved = true;
           }
-          e->second(objects.data(), merged->second);
+          objects.clear();
+          for (size_t j = 0; j < in.operands.size(); ++j) {
+            uint8_t* o = c.held[size_t(in.operands[j])].ptr;
+            if (!o) fail(d, "core " + to_string(cores[p]->at) + " calls " + s.name + " on " + s.operands[j] +
+                                ", which it does not hold");
+            objects.push_back(o);
+          }
+          (*in.entry)(objects.data(), mut.scalars.data());
         }
         ++c.pc;
         busy = true;
       }
     }
   }
+  std::map<std::string, std::vector<uint8_t>> outputs;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (!out_by_id[i].empty()) outputs[names[i]] = std::move(out_by_id[i]);
   for (size_t p = 0; p < P; ++p)
     if (cs[p].pc != cores[p]->program.size())
       fail(d, "core " + to_string(cores[p]->at) + " stalls at step " + std::to_string(cs[p].pc) + " of its program");
   return outputs;
 }
 
-void run_design_programs(const Design& d, HostArgs& args, const SimKernelArgs& k) {
+void run_design_programs(const Design& d, HostArgs& args, const SimKernelArgs& k, SimStreamCounts* counts) {
   if (args.size() != d.args.size()) fail(d, "takes " + std::to_string(d.args.size()) + " host arguments");
   const std::vector<const TileUse*> cores = cores_in_order(d);
   const StageKernel& sk = stage_kernel(cores.front()->kernel.name);
   std::map<std::string, std::vector<uint8_t>> out =
-      run_core_programs(d, sk, program_streams(d, args), runtime_scalars(k));
+      run_core_programs(d, sk, sim::core_stream_refs(d, args, int64_t(cores.size())), runtime_scalars(k), counts);
   for (const char* fifo : {"result", "kv_new"})
     if (d.find_fifo(fifo)) drain(d, args, fifo, out[fifo]);
   // Joined outputs: column c drains [object][core][object bytes] of its cores' "out" FIFOs.

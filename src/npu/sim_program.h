@@ -11,7 +11,9 @@
 // "core", the core's index in (column, row) order), then the runtime scalars (SimKernelArgs as
 // f32 bits: "eps_bits", "offset_bits", "scale_bits"; "interleaved") -- exactly what the
 // emitted design.py passes (its runtime constants). A design whose calls lack one of the
-// kernel's scalars (scalars_beyond_program()) is refused before it runs.
+// kernel's scalars (scalars_beyond_program()) is refused before it runs. The names are resolved
+// once per Call step of a run (the entry points read them by index, StageEntry), and each core's
+// DDR objects are read in place from the arguments where one object is one run of one argument.
 // Each core's L1 state is the interpreter's (one per core per run): before a core's calls it
 // designates that core's state (xk::t_core_state, xdna_aie_api.h), which the kernels' state
 // accessors return; no state is copied and runs on different threads are independent.
@@ -29,8 +31,9 @@
 namespace xdna::npu {
 
 using StageScalars = std::map<std::string, int64_t>;
-// One entry point: the objects of the step's operands (in order) and the scalars by name.
-using StageEntry = std::function<void(uint8_t* const* objects, const StageScalars& scalars)>;
+// One entry point: the objects of the step's operands (in order) and its scalars, in the order of
+// its kernel's StageKernel::scalars (resolved by name once per Call step, not per call).
+using StageEntry = void (*)(uint8_t* const* objects, const int32_t* scalars);
 
 // A kernel's stage entry points and the L1 state its source keeps between them (one per core
 // on the array; the interpreter keeps each core's and designates it around its calls).
@@ -65,10 +68,17 @@ std::vector<std::vector<uint8_t>> program_streams(const Design& d, const HostArg
 std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, const StageKernel& k,
                                                               const std::vector<std::vector<uint8_t>>& streams,
                                                               const StageScalars& runtime);
+// The same over streams referenced in place (sim::core_stream_refs: the arguments, not copies);
+// with `counts`, adds how the DDR objects were read (in place or gathered).
+std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, const StageKernel& k,
+                                                              const sim::StreamRefs& streams,
+                                                              const StageScalars& runtime,
+                                                              SimStreamCounts* counts = nullptr);
 
 // The design's kernel (stage_kernel(name of its cores' kernel)) run through the programs on
 // `args`, the outputs written through the drain steps' access patterns. run_design is this plus
 // its checks of the arguments and the shape.
-void run_design_programs(const Design& d, HostArgs& args, const SimKernelArgs& k = {});
+void run_design_programs(const Design& d, HostArgs& args, const SimKernelArgs& k = {},
+                         SimStreamCounts* counts = nullptr);
 
 }  // namespace xdna::npu

@@ -56,6 +56,11 @@ std::string spec_refusal(const DecoderSpec& s) {
 }  // namespace
 
 std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageModel& lm, DType weights, DType kv) {
+  return prepare(lm.decoder(), lm.name(), lm.context_length(), weights, kv);
+}
+
+std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const Decoder& decoder, const std::string& name,
+                                                               int64_t context, DType weights, DType kv) {
   if (weights != DType::BF16 && weights != DType::I8)
     throw std::invalid_argument("fused decode: weights must be bf16 or int8, not " + std::string(dtype_name(weights)));
   if (kv != DType::BF16 && kv != DType::I8)
@@ -64,13 +69,13 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
     throw std::invalid_argument("fused decode: an int8 KV cache needs int8 weights (decode_layer_int8_kv8)");
   std::shared_ptr<NpuSimFusedDecode> f(new NpuSimFusedDecode());
   f->weights_ = weights;
-  const DecoderSpec& s = lm.decoder().spec();
-  const WeightSource& w = lm.decoder().weights();
+  const DecoderSpec& s = decoder.spec();
+  const WeightSource& w = decoder.weights();
   std::string why = spec_refusal(s);
 
   // The plan npu-sim would run: every layer must be one decode_layer at this context.
   npu::DecoderPlanInput in;
-  in.name = lm.name();
+  in.name = name;
   in.family = s.family;
   in.layers = s.layers;
   in.vocab = s.vocab_size;
@@ -81,7 +86,7 @@ std::shared_ptr<NpuSimFusedDecode> NpuSimFusedDecode::prepare(const LanguageMode
   in.sliding_window = s.sliding_window;
   npu::DecoderPlanOptions opts;
   opts.weights = weights;
-  opts.context = lm.context_length();
+  opts.context = context;
   try {
     const npu::DecoderPlan plan = npu::plan_decoder(in, opts);
     for (const npu::DecoderLayerPlan& l : plan.layers)
@@ -216,7 +221,8 @@ std::vector<float> NpuSimFusedDecode::decode(Sequence& seq, int32_t id, RunRepor
     report.ops.push_back({"embed", OpKind::Embedding, "host", false, 0.0});
     for (size_t i = 0; i < designs.size(); ++i) {
       const bool head = i + 1 == designs.size();
-      const std::string node = head ? "final_norm+output" : "L" + std::to_string(i) + ".decode_layer";
+      std::string node = "final_norm+output";
+      if (!head) node = std::string("L").append(std::to_string(i)).append(".decode_layer");  // (GCC 12 -Wrestrict)
       report.ops.push_back({node + " [" + designs[i].name + "]", head ? OpKind::MatMul : OpKind::Attention, "npu",
                             false, i == 0 ? ms : 0.0});
       ++stats_.designs[designs[i].name];

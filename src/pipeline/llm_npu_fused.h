@@ -38,6 +38,7 @@
 namespace xdna {
 
 class LanguageModel;
+class Decoder;
 struct DecoderState;
 
 class NpuSimFusedDecode {
@@ -50,6 +51,10 @@ class NpuSimFusedDecode {
   // for another kv or int8 KV with bf16 weights.
   static std::shared_ptr<NpuSimFusedDecode> prepare(const LanguageModel& lm, DType weights = DType::BF16,
                                                     DType kv = DType::BF16);
+  // The same from the decoder alone (no tokenizer: `npu bench llm` decodes token ids), its plan
+  // named `name`, at `context` positions.
+  static std::shared_ptr<NpuSimFusedDecode> prepare(const Decoder& decoder, const std::string& name, int64_t context,
+                                                    DType weights = DType::BF16, DType kv = DType::BF16);
   // `--device npu`: the same plan and refusals, run on `device` (npu/runtime/fused_decoder.h:
   // weights uploaded once here, one command chain per token). Also refused, with the reason,
   // when the device's artifacts lack the decode_layer or lm_head design; decode then runs op by
