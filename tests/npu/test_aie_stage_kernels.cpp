@@ -130,7 +130,7 @@ TEST(AieStageKernels, LmHeadProgramsGiveThePinnedOutputs) {
   // vocab 2100 on 4 cores: 525 rows each, three logits objects of 175 rows; hidden 48: the
   // gamma and the first rows share an object, rows straddle objects. vocab 100, hidden 16: one
   // object of 25 rows, the padding rows after it in the same DDR object.
-  for (const auto [vocab, hidden] : {std::pair<int64_t, int64_t>{2100, 48}, {1000, 48}, {100, 16}}) {
+  for (const auto& [vocab, hidden] : {std::pair<int64_t, int64_t>{2100, 48}, {1000, 48}, {100, 16}}) {
     const Design d = lm_head_design(DType::BF16, vocab, hidden, 1);
     const std::vector<float> gamma = r.vals(hidden, 0.5f, 1.5f), head = r.vals(vocab * hidden);
     const std::vector<aie::bf16> x = r.bf16s(hidden);
@@ -227,8 +227,11 @@ TEST(AieStageKernels, FusedDesignsCallsPassEveryScalarTheKernelTakes) {
                 takes_core ? int64_t(p) : -1)
           << d.name;
       EXPECT_EQ(cores[p]->kernel.args.at("cores"), 8) << d.name;
-      for (const CoreStep& c : cores[p]->program)
-        if (c.op == CoreOp::Call) EXPECT_EQ(c.args, cores[p]->kernel.args) << d.name << " " << c.name;
+      for (const CoreStep& c : cores[p]->program) {
+        if (c.op == CoreOp::Call) {
+          EXPECT_EQ(c.args, cores[p]->kernel.args) << d.name << " " << c.name;
+        }
+      }
     }
   }
   // post_norms is passed either way: Qwen3 and Gemma 3 layers share one signature.

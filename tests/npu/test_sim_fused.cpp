@@ -236,7 +236,7 @@ TEST(SimFused, MlpFusedEqualsUnfusedDispatches) {
 // 300 on 32 cores: one object of 10 rows; 2101 on 4: three objects of 176 rows (the core's 526
 // rows spread evenly, two padding rows a core).
 TEST(SimFused, LmHeadLogitsInVocabOrder) {
-  for (const auto [V, columns, chunk] : {std::tuple<int64_t, int, int64_t>{300, 8, 10}, {2101, 1, 176}}) {
+  for (const auto& [V, columns, chunk] : {std::tuple<int64_t, int, int64_t>{300, 8, 10}, {2101, 1, 176}}) {
     const int64_t H = 64;
     std::mt19937 rng(4);
     const std::vector<float> gamma = randn(rng, H, 1.0f), head = randn(rng, size_t(V * H), 0.2f);

@@ -211,8 +211,11 @@ TEST(SimFusedInt8, DecodeLayerEqualsItsPiecesBitForBitAndUnfusedInt8WithinTolera
     const SimKvCache kv = kv_cache(r, s, c.cached);
     s.context = kv.length + 1;
     const Design d = decode_layer_design(DType::I8, s, c.columns);
-    for (const TileUse& t : d.tiles)
-      if (t.has_kernel) ASSERT_EQ(t.kernel.name, "decode_layer_int8");
+    for (const TileUse& t : d.tiles) {
+      if (t.has_kernel) {
+        ASSERT_EQ(t.kernel.name, "decode_layer_int8");
+      }
+    }
     const SimLayerWeights w = layer_weights(r, s);
     const Vec x = r.bf16s(s.hidden);
     const std::vector<float> rr = rope(s.head_dim, kv.length);
@@ -269,7 +272,7 @@ TEST(SimFusedInt8, LmHeadEqualsItsPiecesBitForBitAndUnfusedInt8WithinTolerance) 
   Rng r;
   // vocab 2100 on 4 cores: three logits objects of 175 rows (rows and scales straddle DDR
   // objects); 2101: three of 176, two padding rows a core; vocab 100 on 8 cores: padding rows.
-  for (const auto [vocab, hidden, columns] :
+  for (const auto& [vocab, hidden, columns] :
        {std::tuple<int64_t, int64_t, int>{2100, 64, 1}, {2101, 64, 1}, {100, 32, 2}}) {
     const Design d = lm_head_design(DType::I8, vocab, hidden, columns);
     const std::vector<float> gamma = r.vals(hidden, 0.5f, 1.5f), head = r.vals(vocab * hidden);

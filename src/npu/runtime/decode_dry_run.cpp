@@ -446,7 +446,7 @@ DecodeDryRun dry_run_designs(std::vector<Design> invocations, const std::string&
       // of its resident cache (below), so its local and global layers share one buffer set.
       const auto view = [&](const HostArg& a) { return d.family == "decode_layer" && (a.name == "kv" || a.name == "kv_row"); };
       std::string key = d.name;
-      for (const HostArg& a : d.args) key += "," + std::to_string(view(a) ? 0 : a.bytes);
+      for (const HostArg& a : d.args) key.append(",").append(std::to_string(view(a) ? 0 : a.bytes));  // (GCC 12 -Wrestrict)
       auto& bufs = buffers[key];
       if (bufs.empty())
         for (const HostArg& a : d.args) bufs.emplace_back(view(a) ? 0 : size_t(a.bytes), uint8_t(0));
