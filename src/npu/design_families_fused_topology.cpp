@@ -45,9 +45,9 @@ void add_programs(Design& d, const FusedSpec& f, int64_t stream_objects) {
     auto use = [&](const std::string& fifo, const std::string& fn, int64_t n) {
       if (n <= 0) return;
       if (n > 1) p.push_back({CoreOp::Loop, "", {}, {}, n, 3});
-      p.push_back({CoreOp::Acquire, fifo});
+      p.push_back({CoreOp::Acquire, fifo, {}, {}});
       p.push_back({CoreOp::Call, fn, {fifo}, t.kernel.args});
-      p.push_back({CoreOp::Release, fifo});
+      p.push_back({CoreOp::Release, fifo, {}, {}});
     };
     for (size_t i = 0; i < f.stages.size(); ++i) {
       const Stage& s = f.stages[i];

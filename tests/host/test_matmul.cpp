@@ -151,11 +151,11 @@ void check_case(const Case& c, bool with_bias, uint32_t seed) {
   // The same holds for bfp16 GEMV with VBMI (K % 64 == 0) and for the GGML GEMVs on AVX2 and AVX-512.
   const bool ggml = c.dtype == DType::Q8_0 || c.dtype == DType::Q4_0 || c.dtype == DType::Q4_K ||
                     c.dtype == DType::Q5_K || c.dtype == DType::Q6_K;
-  const bool q8_x = c.m <= 4 && ((has_avx512_vnni() &&
+  const bool q8_x = (c.m <= 4 && ((has_avx512_vnni() &&
                     ((c.dtype == DType::I4 && c.k % 128 == 0 && group % 128 == 0) ||
                      (c.dtype == DType::I8 && c.k % 64 == 0 && group % 64 == 0) ||
                      (c.dtype == DType::BFP16 && c.k % 64 == 0 && __builtin_cpu_supports("avx512vbmi")))) ||
-                    (ggml && active_isa() >= Isa::Avx2)) ||
+                    (ggml && active_isa() >= Isa::Avx2))) ||
                     // The Q8_0 / Q4_0 GEMM on AVX-512 VNNI quantizes x the same way (per block of 32).
                     (c.m > 4 && (c.dtype == DType::Q8_0 || c.dtype == DType::Q4_0) &&
                      active_isa() == Isa::Avx512 && has_avx512_vnni());
@@ -328,7 +328,9 @@ TEST(Matmul, PackedWeightCacheIsBitIdentical) {
       // A view at another offset (rows 5..44) is other weights: its own entry, still exact.
       const std::vector<float> tail = host::matmul(x, w.w.slice(0, 5, 45)).to_vector();
       EXPECT_EQ(host::matmul(x, mw.slice(0, 5, 45)).to_vector(), tail);
-      if (!uncached) EXPECT_GT(host::packed_weight_cache_bytes(), cached);
+      if (!uncached) {
+        EXPECT_GT(host::packed_weight_cache_bytes(), cached);
+      }
     }
     host::clear_packed_weight_cache();
   });

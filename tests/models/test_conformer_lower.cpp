@@ -55,7 +55,9 @@ void check_chain(const ConformerModel& m, int64_t frames) {
     EXPECT_EQ(n[OpKind::Rope], first && !rel ? 1 : 0);
     EXPECT_EQ(n[OpKind::LayerNorm], (first ? 3 : 0) + (second ? 2 : 0));
     EXPECT_EQ(n[OpKind::Silu], (first ? 1 : 0) + (second ? 1 : 0));
-    if (i > 0) EXPECT_EQ(n[OpKind::Conv2d], 0);
+    if (i > 0) {
+      EXPECT_EQ(n[OpKind::Conv2d], 0);
+    }
     EXPECT_EQ(eg.graphs[size_t(i)].outputs().size(), first ? 2u : 1u);
     if (second) {
       const std::string P = "layers." + std::to_string(i - 1) + ".conv.";

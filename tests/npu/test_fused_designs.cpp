@@ -85,7 +85,7 @@ TEST(FusedDesigns, ModelShapesValidate) {
 // Qwen3-0.6B's 4748 rows a core in 19 objects of 250 (2 padding rows a core; 256-row objects
 // padded to 4864), Gemma 3 270M's 8192 in 32 of 256 (none), a small vocabulary in one object.
 TEST(FusedDesigns, LmHeadObjectsFitTheVocabulary) {
-  for (const auto [vocab, hidden, chunk, pad] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{151936, 1024, 250, 4750 * 32},
+  for (const auto& [vocab, hidden, chunk, pad] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{151936, 1024, 250, 4750 * 32},
                                                  {262144, 640, 256, 262144}, {300, 64, 10, 320}}) {
     const Design d = lm_head_design(DType::I8, vocab, hidden);
     EXPECT_EQ(d.params.at("chunk_rows"), chunk) << d.name;

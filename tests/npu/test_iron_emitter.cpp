@@ -162,7 +162,9 @@ TEST(IronEmitter, FusedCoresRunTheirProgramInTheSimulatorsStageOrder) {
       for (const ObjectFifo& f : d.fifos) {
         bool mine = f.producer.tile == t.at;
         for (const FifoEnd& e : f.consumers) mine = mine || e.tile == t.at;
-        if (mine) EXPECT_EQ(acquired(t.program, f.name), f.objects) << d.name << " " << f.name << cr;
+        if (mine) {
+          EXPECT_EQ(acquired(t.program, f.name), f.objects) << d.name << " " << f.name << cr;
+        }
       }
     }
     const std::string py = emit_iron(d);

@@ -113,7 +113,7 @@ TEST_F(ModelCacheTest, LlmThatFitsExactlyLoadsOneByteLessIsTooLarge) {
 TEST_F(ModelCacheTest, KvBudgetOfTheLoadOptionsCapsTheContextAndTheBytes) {
   add_llm("tiny-llm");
   serve::ModelCache cache(dir_.string(), serve::ModelCacheOptions{.max_batch = 3});
-  cache.set_llm_load_options({.context_length = 0, .memory_budget_bytes = 64 * kLlmKvPerToken});
+  cache.set_llm_load_options({.context_length = 0, .memory_budget_bytes = 64 * kLlmKvPerToken, .kv_dtype = {}});
   auto m = cache.get_llm("tiny-llm");
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(m->model->context_length(), 64);

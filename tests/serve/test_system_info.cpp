@@ -139,11 +139,12 @@ TEST(NpuDeviceReport, DryRunDeviceMetadataAppearsInJsonAndText) {
   EXPECT_NE(text.find(fw + " (driver)"), std::string::npos) << text;
   EXPECT_NE(text.find(std::to_string(m.cols) + " columns x " + std::to_string(m.rows) + " rows"), std::string::npos)
       << text;
-  if (!j["clocks"].empty())
+  if (!j["clocks"].empty()) {
     EXPECT_NE(text.find(j["clocks"][0]["name"].get<std::string>() + " " +
                         std::to_string(j["clocks"][0]["mhz"].get<uint32_t>()) + " MHz"),
               std::string::npos)
         << text;
+  }
   EXPECT_NE(text.find("in use"), std::string::npos) << text;
   EXPECT_EQ(text.find("error"), std::string::npos) << text;
 }
