@@ -272,6 +272,17 @@ void write_resident_kv(const Design& d, const SimKvCache& kv, int64_t base, std:
     }
 }
 
+// The cached positions into all of decode_layer's resident-cache arguments: the kv and kv_row
+// views, and for an int8 / int4 cache their scale views.
+void write_resident_kv_args(const Design& d, const SimKvCache& kv, HostArgs& args) {
+  write_resident_kv(d, kv, kv_window_offset(d), args.at(size_t(arg_index(d, "kv"))));
+  write_resident_kv(d, kv, kv_row_offset(d), args.at(size_t(arg_index(d, "kv_row"))));
+  if (kv_value_bits(d) < 16) {
+    write_resident_scales(d, kv, kv_scales_window_offset(d), args.at(size_t(arg_index(d, "kv_scales"))));
+    write_resident_scales(d, kv, kv_scales_row_offset(d), args.at(size_t(arg_index(d, "kv_row_scales"))));
+  }
+}
+
 }  // namespace
 
 HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& lw, std::span<const aie::bf16> x,
@@ -313,12 +324,7 @@ HostArgs pack_decode_layer(const Design& d, const SimLayerWeights& lw, std::span
   }
   HostArgs a = empty_args(d);
   scatter_streams(d, streams, a, {"kv", "kv_scales"});
-  write_resident_kv(d, kv, kv_window_offset(d), a.at(size_t(arg_index(d, "kv"))));
-  write_resident_kv(d, kv, kv_row_offset(d), a.at(size_t(arg_index(d, "kv_row"))));
-  if (kv_value_bits(d) < 16) {
-    write_resident_scales(d, kv, kv_scales_window_offset(d), a.at(size_t(arg_index(d, "kv_scales"))));
-    write_resident_scales(d, kv, kv_scales_row_offset(d), a.at(size_t(arg_index(d, "kv_row_scales"))));
-  }
+  write_resident_kv_args(d, kv, a);
   return a;
 }
 
@@ -468,12 +474,7 @@ int64_t repack_decode_layer(const Design& d, HostArgs& args, std::span<const aie
   const int64_t cleared = reset_args(d, args, written);
   put_replicated(d, args, "x", x.data(), x.size_bytes());
   put_replicated(d, args, "rope", rope.data(), rope.size_bytes());
-  write_resident_kv(d, kv, kv_window_offset(d), args.at(size_t(arg_index(d, "kv"))));
-  write_resident_kv(d, kv, kv_row_offset(d), args.at(size_t(arg_index(d, "kv_row"))));
-  if (kv_value_bits(d) < 16) {
-    write_resident_scales(d, kv, kv_scales_window_offset(d), args.at(size_t(arg_index(d, "kv_scales"))));
-    write_resident_scales(d, kv, kv_scales_row_offset(d), args.at(size_t(arg_index(d, "kv_row_scales"))));
-  }
+  write_resident_kv_args(d, kv, args);
   return cleared;
 }
 
