@@ -296,10 +296,9 @@ DecoderSpec decoder_spec_from_gguf(const GgufFile& g) {
   // Gemma's chat turns end with <end_of_turn> (HF configs list it as a second eos id); GGUF
   // files often carry only <eos>.
   if (s.family == "gemma3" && g.has("tokenizer.ggml.tokens")) {
-    const auto tokens = g.get_string_array("tokenizer.ggml.tokens");
-    const auto it = std::find(tokens.begin(), tokens.end(), "<end_of_turn>");
-    const auto id = static_cast<int32_t>(it - tokens.begin());
-    if (it != tokens.end() && std::find(s.eos_token_ids.begin(), s.eos_token_ids.end(), id) == s.eos_token_ids.end())
+    const auto at = g.find_in_string_array("tokenizer.ggml.tokens", "<end_of_turn>");
+    const auto id = static_cast<int32_t>(at.value_or(0));
+    if (at && std::find(s.eos_token_ids.begin(), s.eos_token_ids.end(), id) == s.eos_token_ids.end())
       s.eos_token_ids.push_back(id);
   }
   if (g.has("tokenizer.ggml.bos_token_id"))

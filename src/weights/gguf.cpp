@@ -87,6 +87,57 @@ struct Cursor {
     return s;
   }
 
+  // An array's element type and count, checked: the count must fit in the bytes left.
+  uint64_t read_array_header(int depth, GgufType* elem) {
+    if (depth >= kMaxArrayDepth) fail("arrays nested deeper than " + std::to_string(kMaxArrayDepth));
+    const uint32_t et = read<uint32_t>("array element type");
+    if (!valid_type(et)) fail("array element type " + std::to_string(et) + " is unknown");
+    const uint64_t count = read<uint64_t>("array count");
+    *elem = static_cast<GgufType>(et);
+    if (count > left() / min_value_bytes(*elem))
+      fail("array count " + std::to_string(count) + " of " + gguf_type_name(*elem) +
+           " cannot fit in the " + std::to_string(left()) + " bytes left");
+    return count;
+  }
+
+  // Moves past a flat array's `count` elements of `elem`, checking them as read_value would
+  // (bools 0 or 1, every string within the file) without building them.
+  void skip_flat_array(GgufType elem, uint64_t count) {
+    if (elem == GgufType::String) {
+      for (uint64_t i = 0; i < count; ++i) {
+        const uint64_t n = read<uint64_t>("string length");
+        need(n, "string value");
+        pos += n;
+      }
+      return;
+    }
+    const uint64_t bytes = count * min_value_bytes(elem);  // fixed size; the count fits (header)
+    need(bytes, "array values");
+    if (elem == GgufType::Bool)
+      for (uint64_t i = 0; i < count; ++i)
+        if (static_cast<uint8_t>(data[pos + i]) > 1)
+          fail("bool value " + std::to_string(static_cast<uint8_t>(data[pos + i])) + " is neither 0 nor 1");
+    pos += bytes;
+  }
+
+  // One number of integer or float type `t` as T (the caller has checked the type family).
+  template <typename T>
+  T read_number(GgufType t) {
+    switch (t) {
+      case GgufType::U8: return static_cast<T>(read<uint8_t>("u8 value"));
+      case GgufType::I8: return static_cast<T>(read<int8_t>("i8 value"));
+      case GgufType::U16: return static_cast<T>(read<uint16_t>("u16 value"));
+      case GgufType::I16: return static_cast<T>(read<int16_t>("i16 value"));
+      case GgufType::U32: return static_cast<T>(read<uint32_t>("u32 value"));
+      case GgufType::I32: return static_cast<T>(read<int32_t>("i32 value"));
+      case GgufType::U64: return static_cast<T>(read<uint64_t>("u64 value"));
+      case GgufType::I64: return static_cast<T>(read<int64_t>("i64 value"));
+      case GgufType::F32: return static_cast<T>(read<float>("f32 value"));
+      case GgufType::F64: return static_cast<T>(read<double>("f64 value"));
+      default: fail(std::string(gguf_type_name(t)) + " is not a number");
+    }
+  }
+
   json read_value(GgufType t, GgufType* elem_type, int depth) {
     switch (t) {
       case GgufType::U8: return read<uint8_t>("u8 value");
@@ -106,15 +157,8 @@ struct Cursor {
       }
       case GgufType::String: return read_string("string value");
       case GgufType::Array: {
-        if (depth >= kMaxArrayDepth)
-          fail("arrays nested deeper than " + std::to_string(kMaxArrayDepth));
-        const uint32_t et = read<uint32_t>("array element type");
-        if (!valid_type(et)) fail("array element type " + std::to_string(et) + " is unknown");
-        const uint64_t count = read<uint64_t>("array count");
-        const auto elem = static_cast<GgufType>(et);
-        if (count > left() / min_value_bytes(elem))
-          fail("array count " + std::to_string(count) + " of " + gguf_type_name(elem) +
-               " cannot fit in the " + std::to_string(left()) + " bytes left");
+        GgufType elem;
+        const uint64_t count = read_array_header(depth, &elem);
         if (elem_type) *elem_type = elem;
         json arr = json::array();
         arr.get_ref<json::array_t&>().reserve(count);
@@ -180,6 +224,16 @@ void GgufFile::parse() {
     if (!valid_type(t)) c.fail("value type " + std::to_string(t) + " is unknown");
     GgufValue v;
     v.type = static_cast<GgufType>(t);
+    if (v.type == GgufType::Array) {
+      v.array_at = c.pos;
+      v.count = c.read_array_header(0, &v.elem_type);
+      if (v.in_file()) {
+        c.skip_flat_array(v.elem_type, v.count);
+        kv_.emplace_back(std::move(key), std::move(v));
+        continue;
+      }
+      c.pos = v.array_at;  // nested: held as JSON
+    }
     v.value = c.read_value(v.type, &v.elem_type, 0);
     kv_.emplace_back(std::move(key), std::move(v));
   }
@@ -291,8 +345,14 @@ uint32_t GgufFile::ggml_type(const std::string& name) const {
 
 json GgufFile::metadata() const {
   json out = json::object();
-  for (const auto& [k, v] : kv_) out[k] = v.value;
+  for (const auto& [k, v] : kv_) out[k] = json_of(v);
   return out;
+}
+
+json GgufFile::json_of(const GgufValue& v) const {
+  if (!v.in_file()) return v.value;
+  Cursor c{buf_->data(), buf_->size(), v.array_at, path_, "metadata array"};
+  return c.read_value(GgufType::Array, nullptr, 0);
 }
 
 const GgufValue* GgufFile::find_kv(const std::string& key) const {
@@ -362,30 +422,71 @@ bool GgufFile::get_bool(const std::string& key) const {
   return v.value.get<bool>();
 }
 
+// A flat array's elements are read where they lie: past the 12-byte header (type, count) that
+// array_at points to. An empty array of another element type passes any type check.
 std::vector<std::string> GgufFile::get_string_array(const std::string& key) const {
   const GgufValue& v = value(key);
-  if (v.type != GgufType::Array || (v.elem_type != GgufType::String && !v.value.empty()))
+  if (v.type != GgufType::Array || (v.elem_type != GgufType::String && v.count != 0))
     type_error(path_, key, v, "an array of string");
-  return v.value.get<std::vector<std::string>>();
+  if (!v.in_file()) return {};  // an empty nested array
+  Cursor c{buf_->data(), buf_->size(), v.array_at + 12, path_, "metadata '" + key + "'"};
+  std::vector<std::string> out;
+  out.reserve(v.count);
+  for (uint64_t i = 0; i < v.count; ++i) out.push_back(c.read_string("string value"));
+  return out;
 }
 
 std::vector<int64_t> GgufFile::get_int_array(const std::string& key) const {
   const GgufValue& v = value(key);
-  if (v.type != GgufType::Array || (!is_int_type(v.elem_type) && !v.value.empty()))
+  if (v.type != GgufType::Array || (!is_int_type(v.elem_type) && v.count != 0))
     type_error(path_, key, v, "an array of integers");
-  if (v.elem_type == GgufType::U64)
-    for (const json& x : v.value)
-      if (x.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+  if (!v.in_file()) return {};
+  Cursor c{buf_->data(), buf_->size(), v.array_at + 12, path_, "metadata '" + key + "'"};
+  std::vector<int64_t> out(v.count);
+  for (auto& x : out) {
+    if (v.elem_type == GgufType::U64) {
+      const uint64_t u = c.read<uint64_t>("u64 value");
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
         throw std::runtime_error(path_ + ": metadata '" + key + "' has a value beyond int64");
-  return v.value.get<std::vector<int64_t>>();
+      x = static_cast<int64_t>(u);
+    } else {
+      x = c.read_number<int64_t>(v.elem_type);
+    }
+  }
+  return out;
 }
 
 std::vector<double> GgufFile::get_float_array(const std::string& key) const {
   const GgufValue& v = value(key);
   if (v.type != GgufType::Array ||
-      (!is_float_type(v.elem_type) && !is_int_type(v.elem_type) && !v.value.empty()))
+      (!is_float_type(v.elem_type) && !is_int_type(v.elem_type) && v.count != 0))
     type_error(path_, key, v, "an array of numbers");
-  return v.value.get<std::vector<double>>();
+  if (!v.in_file()) return {};
+  Cursor c{buf_->data(), buf_->size(), v.array_at + 12, path_, "metadata '" + key + "'"};
+  std::vector<double> out(v.count);
+  for (auto& x : out) x = c.read_number<double>(v.elem_type);
+  return out;
+}
+
+std::optional<uint64_t> GgufFile::find_in_string_array(const std::string& key, std::string_view s) const {
+  const GgufValue& v = value(key);
+  if (v.type != GgufType::Array || (v.elem_type != GgufType::String && v.count != 0))
+    type_error(path_, key, v, "an array of string");
+  if (!v.in_file()) return std::nullopt;
+  Cursor c{buf_->data(), buf_->size(), v.array_at + 12, path_, "metadata '" + key + "'"};
+  for (uint64_t i = 0; i < v.count; ++i) {
+    const uint64_t n = c.read<uint64_t>("string length");
+    c.need(n, "string value");
+    if (std::string_view(reinterpret_cast<const char*>(c.data + c.pos), n) == s) return i;
+    c.pos += n;
+  }
+  return std::nullopt;
+}
+
+uint64_t GgufFile::get_array_size(const std::string& key) const {
+  const GgufValue& v = value(key);
+  if (v.type != GgufType::Array) type_error(path_, key, v, "an array");
+  return v.count;
 }
 
 std::string GgufFile::get_string(const std::string& key, const std::string& fallback) const {

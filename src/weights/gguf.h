@@ -8,7 +8,9 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -24,10 +26,17 @@ enum class GgufType : uint32_t {
 const char* gguf_type_name(GgufType t);
 
 // A metadata value: its GGUF type (and the element type of an array) and the value as JSON.
+// A flat array (elements not arrays) stays in the file: `value` is null, and `count` elements
+// start at the array's header, byte `array_at` of the file (GgufFile::json_of and the array
+// getters read them). Tokenizer tables are flat arrays of 100k-260k entries: held as JSON they
+// cost ~20 MB of heap for as long as the model is loaded.
 struct GgufValue {
   GgufType type = GgufType::U8;
   GgufType elem_type = GgufType::U8;  // arrays only
-  nlohmann::json value;
+  nlohmann::json value;               // null for a flat array
+  uint64_t count = 0;                 // arrays only
+  uint64_t array_at = 0;              // flat arrays only
+  bool in_file() const { return type == GgufType::Array && elem_type != GgufType::Array; }
 };
 
 // ggml tensor types: name, block size, bytes per block and the engine dtype (if any).
@@ -61,6 +70,7 @@ class GgufFile final : public WeightSource {
   // the integer getters accept any integer type whose value fits.
   bool has(const std::string& key) const { return find_kv(key) != nullptr; }
   const GgufValue& value(const std::string& key) const;
+  nlohmann::json json_of(const GgufValue& v) const;  // any value, flat arrays read from the file
   std::string get_string(const std::string& key) const;
   int64_t get_int(const std::string& key) const;
   uint64_t get_uint(const std::string& key) const;
@@ -69,6 +79,9 @@ class GgufFile final : public WeightSource {
   std::vector<std::string> get_string_array(const std::string& key) const;
   std::vector<int64_t> get_int_array(const std::string& key) const;
   std::vector<double> get_float_array(const std::string& key) const;
+  uint64_t get_array_size(const std::string& key) const;
+  // The index of the first element equal to `s` in a string array, without copying the array.
+  std::optional<uint64_t> find_in_string_array(const std::string& key, std::string_view s) const;
   // With a fallback for an absent key (a present key of the wrong type still throws).
   std::string get_string(const std::string& key, const std::string& fallback) const;
   int64_t get_int(const std::string& key, int64_t fallback) const;

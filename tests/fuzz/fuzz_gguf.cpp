@@ -12,6 +12,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     f = std::make_unique<xdna::GgufFile>(std::make_shared<xdna::fuzz::ExactBuffer>(data, size), "fuzz.gguf");
     (void)f->metadata().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    for (const auto& [key, v] : f->kv()) {  // flat arrays are read from the file by each getter
+      if (v.type != xdna::GgufType::Array) continue;
+      try { (void)f->get_string_array(key), (void)f->find_in_string_array(key, "<eos>"); } catch (const std::exception&) {}
+      try { (void)f->get_int_array(key); } catch (const std::exception&) {}
+      try { (void)f->get_float_array(key); } catch (const std::exception&) {}
+    }
     for (const xdna::TensorInfo& info : f->tensors()) {
       try {
         xdna::fuzz::touch(f->get(info.name));

@@ -260,6 +260,44 @@ TEST(Gguf, CorruptHeadersAndCountsNameTheProblem) {
   Kv nest;
   nest.raw("deep", GgufType::Array, deep);
   expect_has(open_error(gguf_bytes(nest, {})), "nested deeper");
+  // Flat arrays stay in the file, but are checked when it is opened.
+  Bytes bools;  // [bool: 1, 3]
+  put<uint32_t>(bools, static_cast<uint32_t>(GgufType::Bool));
+  put<uint64_t>(bools, 2);
+  bools.push_back(1);
+  bools.push_back(3);
+  Kv bool_arr;
+  bool_arr.raw("flags", GgufType::Array, bools);
+  expect_has(open_error(gguf_bytes(bool_arr, {})), "bool value 3 is neither 0 nor 1 (in metadata 'flags')");
+  Bytes long_str;  // [string: "ab", then a length past the end of the file]
+  put<uint32_t>(long_str, static_cast<uint32_t>(GgufType::String));
+  put<uint64_t>(long_str, 2);
+  put_str(long_str, "ab");
+  put<uint64_t>(long_str, 1000);
+  Kv str_arr;
+  str_arr.raw("tokens", GgufType::Array, long_str);
+  expect_has(open_error(gguf_bytes(str_arr, {})), "truncated: string value needs 1000 bytes");
+}
+
+// Flat arrays (tokenizer tables: 100k+ entries) are not held as JSON; every reader of them gets
+// what the JSON form would have held.
+TEST(Gguf, FlatArraysAreReadFromTheFile) {
+  GgufFile f(buf(valid_file()), "mem.gguf");
+  EXPECT_TRUE(f.value("strs").value.is_null());
+  EXPECT_TRUE(f.value("arr").value.is_null());
+  EXPECT_FALSE(f.value("nested").value.is_null());
+  EXPECT_EQ(f.json_of(f.value("arr")), nlohmann::json::parse("[1, 2, 3]"));
+  EXPECT_EQ(f.json_of(f.value("strs")), nlohmann::json::parse(R"(["x", ""])"));
+  EXPECT_EQ(f.json_of(f.value("u16")), 60000);
+  EXPECT_EQ(f.metadata()["strs"], nlohmann::json::parse(R"(["x", ""])"));
+  EXPECT_EQ(f.metadata()["nested"], nlohmann::json::parse("[[5], []]"));
+  EXPECT_EQ(f.get_array_size("strs"), 2u);
+  EXPECT_EQ(f.get_array_size("nested"), 2u);
+  EXPECT_EQ(f.find_in_string_array("strs", ""), std::optional<uint64_t>(1));
+  EXPECT_EQ(f.find_in_string_array("strs", "x"), std::optional<uint64_t>(0));
+  EXPECT_EQ(f.find_in_string_array("strs", "y"), std::nullopt);
+  expect_has(error_of([&] { f.find_in_string_array("arr", "x"); }), "array of u16, not an array of string");
+  expect_has(error_of([&] { f.get_array_size("u8"); }), "is u8, not an array");
 }
 
 TEST(Gguf, BadTensorInfosNameTheTensor) {
