@@ -12,8 +12,8 @@ Model files:
           (gguf.quants.dequantize; all metadata kept), so both engines compute from the same
           real-valued weights and only arithmetic order differs. Target: >= 19 of 20 identical.
   native  the GGUF as distributed (Gemma 3 270M: Q4_K_M). Each engine runs its own kernels (this
-          engine repacks q5_0 to q8_0 and rounds x to int8 per 32 values; llama.cpp rounds x to
-          q8_0 / q8_K blocks), so later tokens may drift apart. Expected: >= 15 of 20.
+          engine computes q5_0 as its exact q8_0 form and rounds x to int8 per 32 values;
+          llama.cpp rounds x to q8_0 / q8_K blocks), so later tokens may drift apart. Expected: >= 15 of 20.
 
 Rounding x to 8 bits makes each engine's logits move by ~0.1-0.2 nats from the exact result, in a
 way that any tiny upstream difference reshuffles. --llamacpp-configs runs llama.cpp under several

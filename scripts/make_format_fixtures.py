@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/formats/: reference data for the number formats (src/core/numeric.h).
 
-GGML blocks: for each of Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, `<type>.bin` holds random but valid raw
+GGML blocks: for each of Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (and Q5_0, written last), `<type>.bin` holds random but valid raw
 blocks (random quant bytes and packed scales; the f16 scale fields set to chosen finite values,
 f16 subnormals and zero included) and `<type>.f32` the values the `gguf` package's dequantizer
-(gguf-py, gguf/quants.py) gives for them, as little-endian f32. gguf 0.10.0 implements all five
+(gguf-py, gguf/quants.py) gives for them, as little-endian f32. gguf 0.10.0 implements all six
 dequantizers, so no reference code of our own is involved.
 
 Half floats: `halves.bin` holds records of (u32 f32 bits, u16 f16 bits, u16 bf16 bits): f32
@@ -32,6 +32,10 @@ GGML_TYPES = [
     (QT.Q4_K, 6, [0, 2]),    # d, dmin
     (QT.Q5_K, 6, [0, 2]),    # d, dmin
     (QT.Q6_K, 6, [208]),     # d at the end
+]
+# Types added later: written after halves.bin, so the files above keep their bytes.
+LATER_GGML_TYPES = [
+    (QT.Q5_0, 16, [0]),
 ]
 
 # Scale fields cycle through these: typical magnitudes of both signs, plus zero, the smallest and
@@ -100,6 +104,8 @@ def main():
     for qtype, nblocks, offsets in GGML_TYPES:
         write_ggml(qtype, nblocks, offsets)
     write_halves()
+    for qtype, nblocks, offsets in LATER_GGML_TYPES:
+        write_ggml(qtype, nblocks, offsets)
 
 
 if __name__ == "__main__":

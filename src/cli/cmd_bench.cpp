@@ -76,7 +76,7 @@ void run_kernels(bool quick, bool json_out) {
   say("  %-7s %8s %10s %9s %10s\n", "dtype", "N", "time ms", "GB/s", "of triad");
   json gemv = json::array();
   const DType dtypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::I8,   DType::I4,  DType::BFP16,
-                          DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                          DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
   Tensor x1 = host::random_weights(DType::F32, 1, K, 99);
   for (DType t : dtypes) {
     const int64_t row = dtype_bytes(t, K);

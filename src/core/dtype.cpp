@@ -7,7 +7,7 @@
 namespace xdna {
 
 namespace {
-constexpr std::array<DTypeTraits, 12> kTraits = {{
+constexpr std::array<DTypeTraits, 13> kTraits = {{
     {"f32", 1, 4},
     {"f16", 1, 2},
     {"bf16", 1, 2},
@@ -20,6 +20,7 @@ constexpr std::array<DTypeTraits, 12> kTraits = {{
     {"q4_k", 256, 144},
     {"q5_k", 256, 176},
     {"q6_k", 256, 210},
+    {"q5_0", 32, 22},
 }};
 }  // namespace
 

@@ -21,6 +21,7 @@ enum class DType : uint8_t {
   Q4_K,
   Q5_K,
   Q6_K,
+  Q5_0,  // (appended: the enum's values are stable)
 };
 
 struct DTypeTraits {

@@ -34,6 +34,20 @@ void dequantize_q4_0(const uint8_t* src, int64_t blocks, float* dst) {
   }
 }
 
+void dequantize_q5_0(const uint8_t* src, int64_t blocks, float* dst) {
+  // As Q4_0 (value i in the low nibble of byte i, value i + 16 in the high one), plus a fifth bit
+  // per value: bit i of the little-endian u32 qh belongs to value i; stored plus 16.
+  for (int64_t b = 0; b < blocks; ++b, src += kQ5_0Bytes, dst += kQ5_0Values) {
+    const float d = load_f16(src);
+    const uint32_t qh = uint32_t(src[2]) | uint32_t(src[3]) << 8 | uint32_t(src[4]) << 16 | uint32_t(src[5]) << 24;
+    const uint8_t* q = src + 6;
+    for (int i = 0; i < 16; ++i) {
+      dst[i] = float(int((q[i] & 0x0F) | ((qh >> i) & 1) << 4) - 16) * d;
+      dst[i + 16] = float(int((q[i] >> 4) | ((qh >> (i + 16)) & 1) << 4) - 16) * d;
+    }
+  }
+}
+
 void k_scale_min(const uint8_t* s, int j, uint8_t* scale, uint8_t* min) {
   // Bytes 0-3: scales 0-3 (low 6 bits) + top 2 bits of scales 4-7; bytes 4-7: mins 0-3 + top
   // 2 bits of mins 4-7; bytes 8-11: low 4 bits of scale 4-7 (low nibble) and min 4-7 (high).

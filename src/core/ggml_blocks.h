@@ -11,6 +11,7 @@ namespace xdna::ggml {
 
 constexpr int kQ8_0Values = 32, kQ8_0Bytes = 34;   // f16 d; int8 q[32]
 constexpr int kQ4_0Values = 32, kQ4_0Bytes = 18;   // f16 d; u8 q[16] (two 4-bit values each)
+constexpr int kQ5_0Values = 32, kQ5_0Bytes = 22;   // f16 d; u8 qh[4] (5th bits); u8 qs[16] (low 4 bits)
 constexpr int kSuperValues = 256;                  // K-quant super-block
 constexpr int kQ4_KBytes = 144;  // f16 d, dmin; u8 scales[12]; u8 q[128]
 constexpr int kQ5_KBytes = 176;  // f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 q[128]
@@ -19,6 +20,7 @@ constexpr int kQ6_KBytes = 210;  // u8 ql[128]; u8 qh[64]; int8 scales[16]; f16 
 // Each decodes `blocks` consecutive blocks into blocks * (values per block) floats.
 void dequantize_q8_0(const uint8_t* src, int64_t blocks, float* dst);
 void dequantize_q4_0(const uint8_t* src, int64_t blocks, float* dst);
+void dequantize_q5_0(const uint8_t* src, int64_t blocks, float* dst);
 void dequantize_q4_k(const uint8_t* src, int64_t blocks, float* dst);
 void dequantize_q5_k(const uint8_t* src, int64_t blocks, float* dst);
 void dequantize_q6_k(const uint8_t* src, int64_t blocks, float* dst);

@@ -268,6 +268,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n, const float
     case DType::BFP16: bfp16_decode(s, n, dst); return;
     case DType::Q8_0: ggml::dequantize_q8_0(s, blocks, dst); return;
     case DType::Q4_0: ggml::dequantize_q4_0(s, blocks, dst); return;
+    case DType::Q5_0: ggml::dequantize_q5_0(s, blocks, dst); return;
     case DType::Q4_K: ggml::dequantize_q4_k(s, blocks, dst); return;
     case DType::Q5_K: ggml::dequantize_q5_k(s, blocks, dst); return;
     case DType::Q6_K: ggml::dequantize_q6_k(s, blocks, dst); return;
@@ -305,6 +306,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
                                   "): needs scales; use quantize_int8 / quantize_int4");
     case DType::Q8_0:
     case DType::Q4_0:
+    case DType::Q5_0:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:

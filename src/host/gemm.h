@@ -52,7 +52,8 @@ struct XRow {
   // weights, removed once per group), and 128·Σq per 4 values (the same for bfp16 mantissas).
   const float* q_xsum_group = nullptr;
   const int32_t* q_off4 = nullptr;
-  // -8·Σq per 4 values: the Q4_0 row kernel's vpdpbusd starts from it (the nibbles' -8 offset).
+  // -8·Σq per 4 values: the Q4_0 row kernel's vpdpbusd starts from it (the nibbles' -8 offset);
+  // the Q5_0 one starts from twice it (its 5-bit values' -16 offset).
   const int32_t* q_neg8sum4 = nullptr;
 };
 
@@ -102,6 +103,7 @@ struct IsaKernels {
   // row is then decoded with dequantize_row and dotted in f32).
   float (*dot_q8_0)(const uint8_t* w, const XRow& x) = nullptr;
   float (*dot_q4_0)(const uint8_t* w, const XRow& x) = nullptr;
+  float (*dot_q5_0)(const uint8_t* w, const XRow& x) = nullptr;  // bit-identical to dot_q8_0 on its q8_0 form
   float (*dot_q4_k)(const uint8_t* w, const XRow& x) = nullptr;
   float (*dot_q5_k)(const uint8_t* w, const XRow& x) = nullptr;
   float (*dot_q6_k)(const uint8_t* w, const XRow& x) = nullptr;
@@ -125,11 +127,15 @@ struct IsaKernels {
   // Q8_0 row kernel, four rows per pass (gemm_ggml_avx512.cpp; AVX-512 VNNI): q_s8, q_scale4.
   // Bit-identical to dot_q8_0.
   RowsKernel rows_q8_0 = nullptr;
+  // Q5_0 row kernel, four rows per pass (gemm_ggml_avx512.cpp; AVX-512 VNNI): q_s8, q_scale4,
+  // q_neg8sum4. Bit-identical to rows_q8_0 on the same weights as q8_0 (same d, q - 16 as int8).
+  RowsKernel rows_q5_0 = nullptr;
 };
 
 void rows_q4_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
 void rows_q6_k_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
 void rows_q8_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
+void rows_q5_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
 // Q6_K super-blocks reordered for the AVX-512 GEMV (gemm_q6k_avx512.cpp; the same 210 bytes
 // each), and that GEMV (AVX-512 VNNI; reads q_s8, q_scale4). It differs from the GGML-layout
 // kernels only in f32 rounding order (its integer sums are exact).
@@ -186,7 +192,7 @@ std::shared_ptr<const PackedWeights> pack_weights(const WeightRows& w);
 bool use_i8_vnni_gemm(const WeightRows& w);
 void pack_weights_i8(const WeightRows& w, PackedWeights& p);
 void gemm_i8_vnni(const float* x, int64_t ldx, int64_t m, const PackedWeights& p, float* y, int64_t ldy);
-// GGML Q8_0 / Q4_0 weights with more than a few x rows (prefill) go to the same int8 VNNI tile,
+// GGML Q8_0 / Q4_0 / Q5_0 weights with more than a few x rows (prefill) go to the same int8 VNNI tile,
 // x quantized per block of 32 (as the GGML GEMV does), the weights unpacked per panel on the fly.
 bool use_ggml_vnni_gemm(const WeightRows& w);
 void gemm_ggml_vnni(const float* x, int64_t ldx, int64_t m, const WeightRows& w, float* y, int64_t ldy,

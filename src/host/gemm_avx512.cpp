@@ -420,6 +420,14 @@ float dot_q8_0(const uint8_t* w, const XRow& x) {
   return out;
 }
 
+// Q5_0 (22-byte blocks): the row kernel on one row, bit-identical to dot_q8_0 on its q8_0 form.
+float dot_q5_0(const uint8_t* w, const XRow& x) {
+  const WeightRows one{DType::Q5_0, w, x.k / 32 * 22, 1, x.k};
+  float out;
+  rows_q5_0_avx512(one, 0, 1, x, &out);
+  return out;
+}
+
 // Q4_0 (18-byte blocks: f16 d, 16 bytes holding values i (low nibble) and i + 16 (high)): the
 // nibbles are unsigned, so vpdpbusd(nibbles, x) and the -8 comes off as 8·d·Σx̂.
 float dot_q4_0(const uint8_t* w, const XRow& x) {
@@ -771,6 +779,7 @@ const IsaKernels& avx512_kernels() {
                                __builtin_cpu_supports("avx512vbmi") ? dot_bfp16_q8 : nullptr,
                                dot_q8_0,
                                dot_q4_0,
+                               dot_q5_0,
                                dot_k4<false>,
                                dot_k4<true>,
                                dot_q6_k,
@@ -783,7 +792,8 @@ const IsaKernels& avx512_kernels() {
                                quantize_x_q8,
                                rows_q4_0_avx512,
                                rows_q6_k_avx512,
-                               rows_q8_0_avx512};
+                               rows_q8_0_avx512,
+                               rows_q5_0_avx512};
   return k;
 }
 

@@ -1,10 +1,11 @@
-// GEMV row kernels for GGML Q4_0, Q8_0 and Q6_K weights (AVX-512 VNNI), four rows at a time.
+// GEMV row kernels for GGML Q4_0, Q5_0, Q8_0 and Q6_K weights (AVX-512 VNNI), four rows at a time.
 //
 // A one-row dot spends most of each 32-value block on per-block work (the f16 scale, x's scale,
 // the offset) rather than on the bytes: at decode that, not DRAM, bounds it. Here x (int8
 // values, scales, offset terms) is loaded once per step and used for four weight rows, and the
 // per-block work stays in vectors. Integer block sums are exact; Q4_0 and Q6_K differ from a
-// one-row dot only in f32 rounding order, Q8_0 is bit-identical to its one-row dot.
+// one-row dot only in f32 rounding order, Q8_0 is bit-identical to its one-row dot, and Q5_0 to
+// Q8_0 on the same weights held as q8_0.
 // GCC 12's AVX-512 headers build vectors from _mm*_undefined_*() and trip these warnings.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -150,6 +151,73 @@ void q8_0_rows(const uint8_t* const* row, const uint8_t* ahead, const XRow& x, f
   for (int r = 0; r < R; ++r) out[r] = hsum_halves(acc[r]);
 }
 
+// Q5_0 (22-byte blocks: f16 d; u32 qh, bit i the fifth bit of value i; 16 bytes holding the low 4
+// bits of values i (low nibble) and i + 16 (high)), stored plus 16. Every value is d times an
+// integer in [-16, 15], so the block is exactly a Q8_0 block with the same d, and this kernel
+// follows q8_0_rows step for step (two blocks per 512-bit step, lanes 0-7 the even blocks, 8-15
+// the odd ones, the same f32 products and sums): only the int32 block sums are formed another
+// way, and they are exact either way, so the result is bit-identical to q8_0_rows. Each block's
+// bytes are widened to u = q + 16 (0..31) in registers: the nibbles at byte i, plus 16 where qh
+// has bit i (a mask-register add), and vpdpbusd(u, x) starts from -16·Σx̂ per 4 values.
+constexpr int kQ5Bytes = 22;
+
+// The low 4 bits of blocks p0 (bytes 0-31) and p1 (32-63), value i at byte i, as u8 0..15.
+inline __m512i q5_0_nibbles(const uint8_t* p0, const uint8_t* p1, __m512i low4) {
+  const __m512i v = _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + 6)))),
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + 6))), 1);
+  // 128-bit lanes 1 and 3 (words 8-15, 24-31) take the high nibbles.
+  return _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFF00FF00u, v, 4), low4);
+}
+
+inline uint32_t q5_0_qh(const uint8_t* p) {
+  uint32_t h;
+  __builtin_memcpy(&h, p + 2, 4);
+  return h;
+}
+
+template <int R>
+void q5_0_rows(const uint8_t* const* row, const uint8_t* ahead, const XRow& x, float* out) {
+  const int64_t blocks = x.k / 32;
+  const __m512i low4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    const __m512i xv = _mm512_loadu_si512(x.q_s8 + b * 32);
+    const __m512 sx = _mm512_loadu_ps(x.q_scale4 + b * 8);
+    const __m512i o = _mm512_loadu_si512(x.q_neg8sum4 + b * 8);
+    const __m512i off = _mm512_add_epi32(o, o);  // -16·Σx̂ per 4 values
+    prefetch_span(ahead + b * R * kQ5Bytes, 2 * R * kQ5Bytes);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* p = row[r] + b * kQ5Bytes;
+      const __mmask64 hb = _cvtu64_mask64(q5_0_qh(p) | uint64_t{q5_0_qh(p + kQ5Bytes)} << 32);
+      const __m512i nib = q5_0_nibbles(p, p + kQ5Bytes, low4);
+      const __m512i u = _mm512_mask_add_epi8(nib, hb, nib, sixteen);
+      const __m512i s = _mm512_dpbusd_epi32(off, u, xv);
+      const __m512 d = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16(static_cast<short>(p[22] | (p[23] << 8))),
+                                                        _mm_set1_epi16(static_cast<short>(p[0] | (p[1] << 8)))));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, sx), acc[r]);
+    }
+  }
+  if (b < blocks) {  // an odd last block goes to the even accumulator, as in q8_0_rows
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q_s8 + b * 32));
+    const __m256i o = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q_neg8sum4 + b * 8));
+    const __m256i off = _mm256_add_epi32(o, o);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* p = row[r] + b * kQ5Bytes;
+      const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 6));
+      const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm512_castsi512_si256(low4));
+      const __m256i u = _mm256_mask_add_epi8(nib, _cvtu32_mask32(q5_0_qh(p)), nib, _mm512_castsi512_si256(sixteen));
+      const __m256i s = _mm256_dpbusd_epi32(off, u, xv);
+      const __m256 dxs = _mm256_set1_ps(_cvtsh_ss(static_cast<unsigned short>(p[0] | (p[1] << 8))) * x.q_scale4[b * 8]);
+      const __m256 lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dxs, _mm512_castps512_ps256(acc[r]));
+      acc[r] = _mm512_insertf32x8(acc[r], lo, 0);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum_halves(acc[r]);
+}
+
 // Q6_K (210-byte super-blocks of 256: ql[128], qh[64], int8 scales[16], f16 d), four rows per
 // pass. Value v of half h (128 values) is (low or high nibble of ql[64h + v % 64]) | (2 bits of
 // qh[32h + v % 32]) << 4, stored + 32. The one-row dot (gemm_avx512.cpp) spent ~11 vector ops per
@@ -229,6 +297,10 @@ void rows_q4_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, 
 
 void rows_q8_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out) {
   rows_by_four<q8_0_rows<4>, q8_0_rows<1>>(w, n, count, x, out);
+}
+
+void rows_q5_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out) {
+  rows_by_four<q5_0_rows<4>, q5_0_rows<1>>(w, n, count, x, out);
 }
 
 void rows_q6_k_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out) {

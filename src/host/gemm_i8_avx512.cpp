@@ -7,7 +7,7 @@
 // conversion to f32 is exact too), starting from -128·Σw of that block and column (the u8 offset
 // correction), and are then scaled by the block's s_x into f32 accumulators; each output is
 // scaled once by s_w[n]. Only x is rounded: each value moves by at most s_x(block)/2.
-// GGML Q8_0 / Q4_0 weights (prefill) use the same tile with a weight scale per block and column:
+// GGML Q8_0 / Q4_0 / Q5_0 weights (prefill) use the same tile with a weight scale per block and column:
 // f32 += Σ·s_x·d (gemm_ggml_vnni, below).
 #include <immintrin.h>
 
@@ -96,13 +96,15 @@ void quantize_row(const float* x, int64_t K, int64_t nb, uint8_t* q, float* s) {
   }
 }
 
-// One NR-column panel of GGML Q8_0 / Q4_0 rows n0 .. n0 + NR (rows past N as zeros) in the
-// tile's layout: the int8 weights as [k-quad][column][4] (Q4_0's nibbles minus 8, so both are
-// exact int8), per block and column -128·Σw and the block's f16 scale d as f32.
+// One NR-column panel of GGML Q8_0 / Q4_0 / Q5_0 rows n0 .. n0 + NR (rows past N as zeros) in
+// the tile's layout: the int8 weights as [k-quad][column][4] (Q4_0's nibbles minus 8, Q5_0's
+// 5-bit values minus 16, so all are exact int8: a Q5_0 panel is the one its q8_0 form gives),
+// per block and column -128·Σw and the block's f16 scale d as f32.
 void pack_ggml_panel(const WeightRows& w, int64_t n0, int64_t nb, int8_t* q, int32_t* neg, float* d) {
-  const bool q4 = w.dtype == DType::Q4_0;
-  const int64_t block_bytes = q4 ? 18 : 34;
+  const bool q4 = w.dtype == DType::Q4_0, q5 = w.dtype == DType::Q5_0;
+  const int64_t block_bytes = q4 ? 18 : q5 ? 22 : 34;
   const __m128i low4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+  const __m256i sixteen = _mm256_set1_epi8(16);
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int c = 0; c < NR; ++c) {
     const int64_t n = n0 + c;
@@ -123,6 +125,12 @@ void pack_ggml_panel(const WeightRows& w, int64_t n0, int64_t nb, int8_t* q, int
         const __m128i lo = _mm_sub_epi8(_mm_and_si128(qs, low4), eight);
         const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(qs, 4), low4), eight);
         v = _mm256_set_m128i(hi, lo);
+      } else if (q5) {  // as Q4_0 from byte 6, minus 16 where the fifth bit (bit i of qh) is 0
+        const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 6));
+        const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(qs, 4), low4), _mm_and_si128(qs, low4));
+        uint32_t qh;
+        std::memcpy(&qh, p + 2, 4);
+        v = _mm256_mask_sub_epi8(nib, _cvtu32_mask32(~qh), nib, sixteen);
       } else {
         v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
       }
@@ -211,7 +219,7 @@ void gemm_i8_vnni(const float* x, int64_t ldx, int64_t m, const PackedWeights& p
 }
 
 bool use_ggml_vnni_gemm(const WeightRows& w) {
-  return (w.dtype == DType::Q8_0 || w.dtype == DType::Q4_0) && w.cols % kBlock == 0 &&
+  return (w.dtype == DType::Q8_0 || w.dtype == DType::Q4_0 || w.dtype == DType::Q5_0) && w.cols % kBlock == 0 &&
          active_isa() == Isa::Avx512 && has_avx512_vnni();
 }
 

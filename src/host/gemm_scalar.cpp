@@ -191,6 +191,7 @@ void dequant_range(const IsaKernels& kern, const WeightRows& w, int64_t n, int64
     }
     case DType::Q8_0:
     case DType::Q4_0:
+    case DType::Q5_0:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:

@@ -28,7 +28,8 @@ void store_rows(const float* __restrict out, const float* __restrict bias, float
 }
 
 bool is_ggml(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K ||
+         t == DType::Q6_K;
 }
 
 [[noreturn]] void fail(const Tensor& x, const Tensor& w, const std::string& why) {
@@ -113,6 +114,7 @@ auto ggml_dot(const IsaKernels& kern, DType t) -> float (*)(const uint8_t*, cons
   switch (t) {
     case DType::Q8_0: return kern.dot_q8_0;
     case DType::Q4_0: return kern.dot_q4_0;
+    case DType::Q5_0: return kern.dot_q5_0;
     case DType::Q4_K: return kern.dot_q4_k;
     case DType::Q5_K: return kern.dot_q5_k;
     case DType::Q6_K: return kern.dot_q6_k;
@@ -153,6 +155,7 @@ RowsKernel rows_kernel(const IsaKernels& kern, const WeightRows& w) {
       if (w.q6_k_repacked) return rows_q6_k_repacked_avx512;  // only made where it runs
       return has_avx512_vnni() ? kern.rows_q6_k : nullptr;
     case DType::Q8_0: return has_avx512_vnni() ? kern.rows_q8_0 : nullptr;
+    case DType::Q5_0: return has_avx512_vnni() ? kern.rows_q5_0 : nullptr;
     default: return nullptr;
   }
 }
@@ -171,7 +174,8 @@ void gemv(const float* x, int64_t m, const WeightRows& w, const float* bias, flo
   std::vector<float> deint(f32_deint ? m * K : 0);
   std::vector<int8_t> xq(q8_deint || q8_s8 ? m * K : 0);
   std::vector<int32_t> corr(q8_deint ? m * K / 8 : 0), off4(rows && w.dtype == DType::BFP16 ? m * K / 4 : 0);
-  std::vector<int32_t> neg8sum4(rows && w.dtype == DType::Q4_0 ? m * K / 4 : 0);
+  const bool neg8 = rows && (w.dtype == DType::Q4_0 || w.dtype == DType::Q5_0);  // their row kernels' offsets
+  std::vector<int32_t> neg8sum4(neg8 ? m * K / 4 : 0);
   std::vector<float> qscale8(q8_deint ? m * K / 8 : 0), qscale4(q8_s8 ? m * K / 4 : 0), xsum16(q8_s8 ? m * K / 16 : 0);
   std::vector<float> xsum_group(rows && groups ? m * groups : 0);
   std::vector<uint16_t> xb(bf16_x ? m * K : 0);
@@ -233,7 +237,7 @@ void gemv(const float* x, int64_t m, const WeightRows& w, const float* bias, flo
         }
         r.q_off4 = o;
       }
-      if (rows && w.dtype == DType::Q4_0) {  // -8·Σq per 4 values: the nibbles' offset
+      if (neg8) {  // -8·Σq per 4 values: Q4_0's nibble offset (Q5_0 doubles it)
         int32_t* o = neg8sum4.data() + i * K / 4;
         for (int64_t j = 0; j < K / 4; ++j) {
           const int8_t* q = r.q_s8 + 4 * j;

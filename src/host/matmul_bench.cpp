@@ -59,6 +59,7 @@ Tensor random_weights(DType t, int64_t n, int64_t k, uint32_t seed, int64_t grou
       break;
     case DType::Q8_0:
     case DType::Q4_0:
+    case DType::Q5_0:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K: {

@@ -89,10 +89,11 @@ std::vector<uint8_t> read_bytes(const TensorInfo& info) {
 
 }  // namespace
 
-// GGML q5_0 (f16 d; u8 qh[4]; u8 qs[16]: value = d * (5-bit q - 16)) has no engine dtype, but
-// every value is d times an integer in [-16, 15], so it is exactly a q8_0 block (f16 d; int8
-// q[32]) with the same d. Llama.cpp's Q4_K_M files use q5_0 for some matrices (Gemma 3 270M: q,
-// k, gate, up), so those are repacked once at load: lossless, 34 instead of 22 bytes a block.
+// GGML q5_0 (f16 d; u8 qh[4]; u8 qs[16]: value = d * (5-bit q - 16)) is an engine dtype and is
+// loaded as the file has it. Every value is d times an integer in [-16, 15], so it is also exactly
+// a q8_0 block (f16 d; int8 q[32]) with the same d: when q5_0 matrices are stacked with q8_0 ones
+// (Gemma 3 270M Q4_K_M: q, k in q5_0, v in q8_0), the stack is q8_0 and the q5_0 parts are widened
+// (lossless, 34 instead of 22 bytes a block) so the step keeps one GEMV for q|k|v.
 static constexpr int64_t kQ5Bytes = 22, kQ8Bytes = 34;
 
 static int64_t q5_0_blocks(const TensorInfo& info) {
@@ -119,26 +120,16 @@ static void q5_0_to_q8_0(const uint8_t* src, int64_t blocks, uint8_t* dst) {
   }
 }
 
-static Tensor q5_0_as_q8_0(const TensorInfo& info) {
-  const int64_t blocks = q5_0_blocks(info);
-  const std::vector<uint8_t> raw = read_bytes(info);
-  Tensor out = Tensor::empty(info.shape, DType::Q8_0);
-  q5_0_to_q8_0(raw.data(), blocks, reinterpret_cast<uint8_t*>(out.raw()));
-  return out;
-}
-
 std::optional<DType> ggml_block_dtype(const TensorInfo& info) {
-  if (!info.dtype && info.file_dtype == "q5_0") return DType::Q8_0;
   if (!info.dtype) return std::nullopt;
   switch (*info.dtype) {
-    case DType::Q8_0: case DType::Q4_0: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return info.dtype;
+    case DType::Q8_0: case DType::Q4_0: case DType::Q5_0: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+      return info.dtype;
     default: return std::nullopt;
   }
 }
 
-Tensor load_decoder_weight(const WeightSource& src, const TensorInfo& info) {
-  return !info.dtype && info.file_dtype == "q5_0" ? q5_0_as_q8_0(info) : src.get(info.name);
-}
+Tensor load_decoder_weight(const WeightSource& src, const TensorInfo& info) { return src.get(info.name); }
 
 namespace {
 
@@ -196,14 +187,9 @@ class Loader {
                                shape_str(info.shape) + ", expected " + shape_str(expect));
     const DType dt = *ggml_block_dtype(info);
     Tensor t = take(expect, dt);
-    if (!info.dtype) {  // q5_0
-      const std::vector<uint8_t> raw = read_bytes(info);
-      q5_0_to_q8_0(raw.data(), q5_0_blocks(info), reinterpret_cast<uint8_t*>(t.raw()));
-    } else {
-      if (static_cast<int64_t>(info.bytes) != t.nbytes())
-        throw std::runtime_error(src_.path() + ": tensor '" + full + "' has an inconsistent size");
-      read_into(info, t.raw());
-    }
+    if (static_cast<int64_t>(info.bytes) != t.nbytes())
+      throw std::runtime_error(src_.path() + ": tensor '" + full + "' has an inconsistent size");
+    read_into(info, t.raw());
     return t;
   }
 
@@ -222,9 +208,9 @@ class Loader {
   }
   // Matrices that read the same input (q, k, v; gate, up) stacked into one [Σ rows, cols]
   // tensor, so a decode step runs one GEMV (one parallel region, one quantization of x) instead
-  // of several. Only for GGML block weights of one engine dtype (their GEMM packs have a small
-  // cache budget of their own anyway); otherwise (or if any is missing) an undefined tensor: the
-  // caller keeps them separate. In the arena when there is one.
+  // of several. Only for GGML block weights of one engine dtype, or q5_0 with q8_0 (stacked as
+  // q8_0; their GEMM packs have a small cache budget of their own anyway); otherwise (or if any
+  // is missing) an undefined tensor: the caller keeps them separate. In the arena when there is one.
   Tensor fused(const std::vector<std::string>& names, const std::vector<Shape>& shapes) const {
     const auto dt = fused_dtype(names, shapes);
     if (!dt) return {};
@@ -235,7 +221,7 @@ class Loader {
     for (const auto& n : names) {
       const TensorInfo& info = src_.info(prefix_ + n);
       const std::vector<uint8_t> raw = read_bytes(info);
-      if (!info.dtype) {  // q5_0
+      if (info.dtype != dt) {  // a q5_0 part of a q8_0 stack
         const int64_t blocks = q5_0_blocks(info);
         q5_0_to_q8_0(raw.data(), blocks, dst);
         dst += blocks * kQ8Bytes;
@@ -252,15 +238,21 @@ class Loader {
   Tensor param(const std::string& name, int64_t n) const { return host::to_f32(get(name, {n})); }
 
  private:
-  // The engine dtype `names` fuse into, or none when they cannot (see fused()).
+  // The engine dtype `names` fuse into, or none when they cannot (see fused()): their common
+  // GGML block dtype, or Q8_0 for a mix of Q5_0 and Q8_0.
   std::optional<DType> fused_dtype(const std::vector<std::string>& names, const std::vector<Shape>& shapes) const {
     std::optional<DType> dt;
+    const auto q5_q8 = [](DType a, DType b) {
+      return (a == DType::Q5_0 && b == DType::Q8_0) || (a == DType::Q8_0 && b == DType::Q5_0);
+    };
     for (size_t i = 0; i < names.size(); ++i) {
       if (!has(names[i])) return std::nullopt;
       const TensorInfo& info = src_.info(prefix_ + names[i]);
       const auto d = ggml_block_dtype(info);
-      if (!d || (dt && *d != *dt) || info.shape != shapes[i]) return std::nullopt;
-      dt = d;
+      if (!d || info.shape != shapes[i]) return std::nullopt;
+      if (!dt || *d == *dt) dt = d;
+      else if (q5_q8(*d, *dt)) dt = DType::Q8_0;
+      else return std::nullopt;
     }
     return dt;
   }

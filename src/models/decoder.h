@@ -43,11 +43,11 @@ struct DecoderStep {
 // undefined). The decoder and npu-sim's fused decode both use it.
 Tensor rope_frequencies(const DecoderSpec& s, bool local, const Tensor& divisors);
 
-// GGUF weights as the decoder uses them. GGML q5_0 has no engine dtype but is exactly a q8_0
-// block (d times integers in [-16, 15]), so it is repacked to q8_0 at load (lossless).
-// The engine dtype a GGML block tensor is used in (q5_0: Q8_0); nullopt for other tensors.
+// GGUF weights as the decoder uses them.
+// The engine dtype of a GGML block tensor (Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K); nullopt for other
+// tensors. (A q5_0 matrix stacked with q8_0 ones is widened to q8_0 there: decoder.cpp.)
 std::optional<DType> ggml_block_dtype(const TensorInfo& info);
-// The tensor `info` names in `src`, q5_0 repacked to q8_0, every other dtype as the file has it.
+// The tensor `info` names in `src`, in the dtype the file has it.
 Tensor load_decoder_weight(const WeightSource& src, const TensorInfo& info);
 
 class Decoder {

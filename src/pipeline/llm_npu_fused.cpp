@@ -34,8 +34,7 @@ std::vector<float> rope_inv_freq(const DecoderSpec& s, const WeightSource& w, bo
   return rope_frequencies(s, local, divisors).to_vector();
 }
 
-// A GGML block tensor (q5_0 included, as the host decoder loads it: its exact q8_0 form)
-// dequantized to f32 by the engine's block decoders (Tensor::to_vector, core/ggml_blocks.h).
+// A GGML block tensor dequantized to f32 by the engine's block decoders (Tensor::to_vector, core/ggml_blocks.h).
 std::vector<float> ggml_f32(const WeightSource& w, const TensorInfo& info) {
   return load_decoder_weight(w, info).to_vector();
 }

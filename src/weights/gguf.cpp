@@ -20,7 +20,7 @@ constexpr int kMaxArrayDepth = 8;        // nested arrays deeper than this are r
 const GgmlTypeInfo kGgmlTypes[] = {
     {0, "f32", 1, 4, DType::F32},        {1, "f16", 1, 2, DType::F16},
     {2, "q4_0", 32, 18, DType::Q4_0},    {3, "q4_1", 32, 20, std::nullopt},
-    {6, "q5_0", 32, 22, std::nullopt},   {7, "q5_1", 32, 24, std::nullopt},
+    {6, "q5_0", 32, 22, DType::Q5_0},   {7, "q5_1", 32, 24, std::nullopt},
     {8, "q8_0", 32, 34, DType::Q8_0},    {9, "q8_1", 32, 40, std::nullopt},
     {10, "q2_K", 256, 84, std::nullopt}, {11, "q3_K", 256, 110, std::nullopt},
     {12, "q4_K", 256, 144, DType::Q4_K}, {13, "q5_K", 256, 176, DType::Q5_K},

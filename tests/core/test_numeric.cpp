@@ -479,6 +479,7 @@ TEST_P(Ggml, MatchesGgufPyExactly) {
 INSTANTIATE_TEST_SUITE_P(Formats, Ggml,
                          ::testing::Values(GgmlCase{DType::Q8_0, "q8_0"},
                                            GgmlCase{DType::Q4_0, "q4_0"},
+                                           GgmlCase{DType::Q5_0, "q5_0"},
                                            GgmlCase{DType::Q4_K, "q4_k"},
                                            GgmlCase{DType::Q5_K, "q5_k"},
                                            GgmlCase{DType::Q6_K, "q6_k"}),

@@ -1,5 +1,5 @@
 // A GGUF laid out like llama.cpp's Gemma 3 Q4_K_M (q, k, gate, up in q5_0; v in q8_0): the decoder
-// repacks q5_0 and fuses q|k|v and gate|up into one matrix each. Against the same values
+// fuses q|k|v into one q8_0 matrix (q and k widened) and gate|up into one q5_0 matrix. Against the same values
 // dequantized to f32 (separate matrices), prefill and decode must agree to the int8 rounding of x
 // (per block of 32) in the quantized GEMM (prefill, AVX-512 VNNI; elsewhere it dequantizes the
 // weights and only f32 rounding is left) and GEMVs (decode).
@@ -52,10 +52,15 @@ TEST(DecoderQuant, FusedQ5Q8MatchesDequantizedF32) {
     f = f32.forward({id}, sf);
     expect_close(q.logits, f.logits, 3e-2f, "decode step " + std::to_string(j));
   }
-  // The fused weights are really in use: the quantized graph has one matmul for q|k|v.
-  bool fused = false;
-  for (const auto& op : q.report.ops) fused |= op.node == "L0.qkv";
-  EXPECT_TRUE(fused);
+  // The fused weights are really in use: the quantized graph has one matmul for q|k|v and one
+  // for gate|up.
+  bool qkv = false, gate_up = false;
+  for (const auto& op : q.report.ops) {
+    qkv |= op.node == "L0.qkv";
+    gate_up |= op.node == "L0.gate_up";
+  }
+  EXPECT_TRUE(qkv);
+  EXPECT_TRUE(gate_up);
 }
 
 }  // namespace
