@@ -258,12 +258,22 @@ inline bool attn_take(xk_impl::AttnPartState& st, const AttnShape& s, const uint
   for (int32_t p = 0; p < s.cores && v0 < v1; ++p) {
     int32_t h0, h1, t0, t1;
     s.range(p, h0, h1, t0, t1);
-    for (int32_t b = v0; b < v1; b += 2) {
-      const int32_t v = (b - hb) / 2, item = v / D, h = h0 + item / G;
-      if (h >= h1) continue;  // the core's padding item
-      xk::bf16 x;
-      std::memcpy(&x, act + int64_t(p) * slice_bytes + (b - at), 2);
-      st.acc[int64_t(h * G + item % G) * D + v % D] += st.weight[int64_t(p) * items + item] * xk::to_float(x);
+    const uint8_t* src = act + int64_t(p) * slice_bytes + (v0 - at);
+    // Values [va, vb) of the core's out part, one item's run of head_dim values at a time.
+    const int32_t va = (v0 - hb) / 2, vb = (v1 - hb) / 2;
+    for (int32_t v = va; v < vb;) {
+      const int32_t item = v / D, d = v % D, n = (D - d < vb - v ? D - d : vb - v), h = h0 + item / G;
+      if (h < h1) {  // (else the core's padding item)
+        float* acc = st.acc + int64_t(h * G + item % G) * D + d;
+        const float w = st.weight[int64_t(p) * items + item];
+        const uint8_t* xs = src + 2 * int64_t(v - va);
+        for (int32_t i = 0; i < n; ++i) {
+          xk::bf16 x;
+          std::memcpy(&x, xs + 2 * i, 2);
+          acc[i] += w * xk::to_float(x);
+        }
+      }
+      v += n;
     }
   }
   if (++st.round < rounds) return false;

@@ -4,15 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/numeric.h"
-
 namespace xdna::aie {
-
-float to_float(bf16 x) { return bf16_to_f32(x.bits); }
-
-bf16 to_bf16(float x, Rounding r) {
-  return {r == Rounding::Floor ? f32_to_bf16_floor(x) : f32_to_bf16(x)};
-}
 
 int8_t srs_int8(int64_t x, int shift, Rounding r) {
   int64_t q = x >> shift;  // floor (arithmetic shift, C++20)
@@ -45,9 +37,9 @@ void mmul_bfp16_888::mac(const uint8_t* a, const uint8_t* b) {
 void mmul_int8_888::mac(const int8_t* a, const int8_t* b) {
   for (int r = 0; r < 8; ++r)
     for (int j = 0; j < 8; ++j) {
-      int64_t s = c.lane[r * 8 + j];
-      for (int k = 0; k < 8; ++k) s += int64_t(a[r * 8 + k]) * b[j * 8 + k];
-      c.lane[r * 8 + j] = int32_t(uint32_t(s));
+      uint32_t s = uint32_t(c.lane[r * 8 + j]);  // wraps as the 32-bit lane does
+      for (int k = 0; k < 8; ++k) s += uint32_t(int32_t(a[r * 8 + k]) * int32_t(b[j * 8 + k]));
+      c.lane[r * 8 + j] = int32_t(s);
     }
 }
 

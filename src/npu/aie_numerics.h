@@ -28,8 +28,23 @@ enum class Rounding : uint8_t { Floor, NearestEven };
 struct bf16 {
   uint16_t bits = 0;
 };
-float to_float(bf16 x);
-bf16 to_bf16(float x, Rounding r);
+// Inline (the kernels' loops vectorise through them); the same bits as core/numeric.h's
+// bf16_to_f32, f32_to_bf16 (nearest even) and f32_to_bf16_floor (toward minus infinity), NaN
+// quieted (tests/npu/test_aie_numerics.cpp: ConversionsMatchCore).
+inline float to_float(bf16 x) {
+  const uint32_t b = uint32_t(x.bits) << 16;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+inline bf16 to_bf16(float x, Rounding r) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return {uint16_t((b >> 16) | 0x0040)};  // NaN: quiet it
+  if (r == Rounding::NearestEven) return {uint16_t((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16)};
+  // Floor: truncation rounds magnitudes down; a negative value with dropped bits steps away from 0.
+  return {uint16_t((b >> 16) + ((b & 0x80000000u) && (b & 0xFFFFu) ? 1u : 0u))};
+}
 
 template <typename T, int N>
 struct vector {
@@ -70,8 +85,9 @@ template <int N>
 accum<int32_t, N> mac(const accum<int32_t, N>& acc, const vector<int8_t, N>& a,
                       const vector<int8_t, N>& b) {
   accum<int32_t, N> out;
-  for (int i = 0; i < N; ++i)  // int64 then truncate: the 32-bit accumulator wraps
-    out.lane[i] = int32_t(uint32_t(int64_t(acc.lane[i]) + int64_t(a.lane[i]) * b.lane[i]));
+  // The 32-bit accumulator wraps: add modulo 2^32 (unsigned); the product is exact in int32.
+  for (int i = 0; i < N; ++i)
+    out.lane[i] = int32_t(uint32_t(acc.lane[i]) + uint32_t(int32_t(a.lane[i]) * int32_t(b.lane[i])));
   return out;
 }
 
@@ -84,7 +100,7 @@ Acc reduce_add(accum<Acc, N> acc) {
       if constexpr (std::is_same_v<Acc, float>)
         acc.lane[i] = acc.lane[i] + acc.lane[i + half];
       else
-        acc.lane[i] = Acc(uint32_t(int64_t(acc.lane[i]) + acc.lane[i + half]));
+        acc.lane[i] = Acc(uint32_t(acc.lane[i]) + uint32_t(acc.lane[i + half]));
     }
   return acc.lane[0];
 }

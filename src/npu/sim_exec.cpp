@@ -125,8 +125,10 @@ sim::StreamRefs sim::core_stream_refs(const Design& d, const HostArgs& args, int
         for (size_t left = size_t(n); left > 0;) {
           const size_t obj = pos / size_t(kObj), in = pos % size_t(kObj), take = std::min(left, size_t(kObj) - in);
           const size_t core = size_t(c * kCores) + obj % kCores;
-          if (in == 0) out.first[core].push_back(uint32_t(out.pieces[core].size()));
-          out.pieces[core].push_back({src, take});
+          std::vector<StreamRefs::Piece>& ps = out.pieces[core];
+          if (in == 0) out.first[core].push_back(uint32_t(ps.size()));
+          if (in != 0 && ps.back().src + ps.back().bytes == src) ps.back().bytes += take;  // contiguous: one run
+          else ps.push_back({src, take});
           pos += take, src += take, left -= take;
         }
       });

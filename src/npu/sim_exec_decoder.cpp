@@ -5,6 +5,8 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "npu/design_families.h"
 
@@ -49,6 +51,7 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
   }
   SimStreamCounts counts;
   int64_t cleared = 0;
+  std::vector<std::pair<DecodeLayerShape, std::shared_ptr<const Design>>> built;  // this token's designs
   for (size_t i = 0; i < m.layers.size(); ++i) {
     t0 = clock::now();
     DecodeLayerShape s = m.shape;
@@ -56,7 +59,17 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
     s.context = state.kv[i].length + 1;
     s.capacity = state.kv[i].max_len;         // the resident cache the design reads in place
     s.window = local ? m.sliding_window : 0;  // the design reads min(context, window) positions
-    auto d = std::make_shared<const Design>(decode_layer_design(m.weights, s, m.columns));
+    // Layers differ only in the fields set above (the rest is m.shape): one build serves every
+    // layer with the same context, capacity and window (all of them, or the local / global ones).
+    std::shared_ptr<const Design> d;
+    for (size_t j = 0; j < built.size() && !d; ++j)
+      if (built[j].first.context == s.context && built[j].first.capacity == s.capacity &&
+          built[j].first.window == s.window)
+        d = built[j].second;
+    if (!d) {
+      d = std::make_shared<const Design>(decode_layer_design(m.weights, s, m.columns));
+      built.emplace_back(s, d);
+    }
     HostArgs fresh;  // each invocation's arguments: the resident ones (weights packed once), or fresh
     HostArgs& a = resident ? resident->layers[i] : fresh;
     if (a.empty()) {
@@ -97,7 +110,7 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
       first = false;
     }
     inv.push_back({d.get(), "model.xclbin", i == 0});
-    designs.push_back(std::move(d));
+    designs.push_back(d);
   }
   t0 = clock::now();
   auto head = std::make_shared<const Design>(lm_head_design(m.weights, m.vocab, H, m.columns));

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -185,4 +187,53 @@ TEST(AieNumerics, LookupTablesWithinStatedError) {
   EXPECT_TRUE(std::isnan(exp_lut(NAN)));
   EXPECT_TRUE(std::isinf(reciprocal_lut(0.0f)));
   EXPECT_EQ(reciprocal_lut(INFINITY), 0.0f);
+}
+
+// The layer's inline bf16 conversions (aie_numerics.h) give core/numeric.h's bits: every bf16
+// pattern, every f32 whose dropped bits are a tie, just below or above one, zero or all ones
+// (both signs, NaN and Inf payloads included), and random f32 bit patterns.
+TEST(AieNumerics, ConversionsMatchCore) {
+  const auto check = [](uint32_t b) {
+    float x;
+    std::memcpy(&x, &b, 4);
+    ASSERT_EQ(to_bf16(x, Rounding::NearestEven).bits, f32_to_bf16(x)) << std::hex << b;
+    ASSERT_EQ(to_bf16(x, Rounding::Floor).bits, f32_to_bf16_floor(x)) << std::hex << b;
+  };
+  for (uint32_t hi = 0; hi < 0x10000u; ++hi) {
+    const float f = to_float(bf16{uint16_t(hi)});
+    uint32_t fb;
+    std::memcpy(&fb, &f, 4);
+    ASSERT_EQ(fb, hi << 16);
+    const float core = bf16_to_f32(uint16_t(hi));
+    ASSERT_EQ(std::memcmp(&f, &core, 4), 0);
+    for (uint32_t lo : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) check(hi << 16 | lo);
+  }
+  std::mt19937 rng(7);
+  for (int i = 0; i < 1000000; ++i) check(uint32_t(rng()));
+}
+
+// The int8 mac and reduce_add wrap as 32-bit lanes: against int64 sums truncated, at the
+// products' and the accumulator's extremes.
+TEST(AieNumerics, Int8MacWrapsAtExtremes) {
+  constexpr int N = 32;
+  const int8_t vals[] = {-128, -127, -1, 0, 1, 126, 127};
+  const int32_t accs[] = {INT32_MIN, INT32_MIN + 1, -16384, 0, 16383, INT32_MAX - 1, INT32_MAX};
+  std::mt19937 rng(11);
+  for (int round = 0; round < 200; ++round) {
+    accum<int32_t, N> acc;
+    vector<int8_t, N> a, b;
+    for (int i = 0; i < N; ++i) {
+      acc.lane[i] = round < 100 ? accs[rng() % 7] : int32_t(rng());
+      a.lane[i] = round % 2 ? vals[rng() % 7] : int8_t(rng());
+      b.lane[i] = round % 2 ? vals[rng() % 7] : int8_t(rng());
+    }
+    const accum<int32_t, N> out = mac(acc, a, b);
+    int64_t total = 0;
+    for (int i = 0; i < N; ++i) {
+      const int64_t want = int64_t(acc.lane[i]) + int64_t(a.lane[i]) * b.lane[i];
+      ASSERT_EQ(out.lane[i], int32_t(uint32_t(uint64_t(want)))) << "lane " << i;
+      total += out.lane[i];
+    }
+    EXPECT_EQ(reduce_add(out), int32_t(uint32_t(uint64_t(total))));
+  }
 }
