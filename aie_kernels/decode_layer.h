@@ -9,6 +9,9 @@
 //   qkv_block(blk, e, L, rnd): one block at element e of the weights part before attention.
 //   rest_block(blk, e, L, rnd): one block at element e of the part after attention; false (and
 //     nothing done) when it waits for an exchange.
+//   or, instead of those two, qkv_run(blk, n, e, L, rnd) / rest_run(blk, n, e, L, rnd): the
+//     blocks at element e, at most n elements (whole blocks), that one call takes (a run, e.g.
+//     a matrix's rows up to their end); returns the elements taken, rest_run 0 when it waits.
 //   rows_out(out, rows, first, rnd): the values of the core's `rows` finished rows (from slot
 //     `first` of M's own store) into out, before they are given to an exchange.
 #pragma once
@@ -93,12 +96,30 @@ struct DecodeLayer {
     xk_impl::add_bf16(residual, v, out, L.hidden, rnd);
   }
 
+  // M's run forms, or its block forms one block a call.
+  static int32_t qkv_run(const E* blk, int32_t n, int64_t e, const Layer& L, xk::Rounding rnd) {
+    if constexpr (requires { M::qkv_run(blk, n, e, L, rnd); }) {
+      return M::qkv_run(blk, n, e, L, rnd);
+    } else {
+      M::qkv_block(blk, e, L, rnd);
+      return kBlock;
+    }
+  }
+  static int32_t rest_run(const E* blk, int32_t n, int64_t e, const Layer& L, xk::Rounding rnd) {
+    if constexpr (requires { M::rest_run(blk, n, e, L, rnd); }) return M::rest_run(blk, n, e, L, rnd);
+    else return M::rest_block(blk, e, L, rnd) ? kBlock : 0;
+  }
+
   // The blocks held back, in stream order, up to the first that still waits.
   static void take_carry(const Layer& L, xk::Rounding rnd) {
     auto& st = M::state();
     E* carry = reinterpret_cast<E*>(st.carry);
     int32_t i = 0;
-    while (i < st.carry_n && M::rest_block(carry + i, st.carry_pos + i, L, rnd)) i += kBlock;
+    while (i < st.carry_n) {
+      const int32_t n = rest_run(carry + i, st.carry_n - i, st.carry_pos + i, L, rnd);
+      if (n == 0) break;
+      i += n;
+    }
     std::memmove(carry, carry + i, size_t(st.carry_n - i) * sizeof(E));
     st.carry_n -= i, st.carry_pos += i;
   }
@@ -109,13 +130,18 @@ struct DecodeLayer {
     auto& st = M::state();
     E* carry = reinterpret_cast<E*>(st.carry);
     constexpr int32_t kCarry = int32_t(sizeof st.carry) / int32_t(sizeof(E));  // elements
-    for (int32_t i = 0; i < kObj; i += kBlock, st.pos += kBlock) {
-      if (st.carry_n == 0 && M::rest_block(obj + i, st.pos, L, rnd)) continue;
+    for (int32_t i = 0; i < kObj;) {
+      const int32_t n = st.carry_n == 0 ? rest_run(obj + i, kObj - i, st.pos, L, rnd) : 0;
+      if (n > 0) {
+        i += n, st.pos += n;
+        continue;
+      }
       if (st.carry_n == 0) st.carry_pos = st.pos;
       if (st.carry_n + kBlock <= kCarry) {  // (a design never holds back more than an object)
         std::memcpy(carry + st.carry_n, obj + i, kBlock * sizeof(E));
         st.carry_n += kBlock;
       }
+      i += kBlock, st.pos += kBlock;
     }
   }
 
@@ -130,7 +156,10 @@ struct DecodeLayer {
     enter(kQkv, true);
     const Layer L = M::layer(s);
     auto& st = M::state();
-    for (int32_t i = 0; i < kObj; i += kBlock, st.pos += kBlock) M::qkv_block(obj + i, st.pos, L, scope.mode);
+    for (int32_t i = 0; i < kObj;) {
+      const int32_t n = qkv_run(obj + i, kObj - i, st.pos, L, scope.mode);
+      i += n, st.pos += n;
+    }
   }
 
   static void qkv_give(xk::bf16* slice, const DecodeArgs& s) {

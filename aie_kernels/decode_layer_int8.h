@@ -1,9 +1,10 @@
 // The int8 weights' matmul of the decode_layer design (decode_layer.h's M), shared by
 // decode_layer_int8.cc (bf16 KV cache), decode_layer_int8_kv8.cc (int8 KV cache) and
 // decode_layer_int8_kv4.cc (int4 KV cache): the weights parts' segments and their 32-byte blocks
-// of int8 rows, scales and gammas (decode_layer_int8.cc's header comment). Own gives the core's
-// state (state()) and the KV cache's bits a value (kKvBits 16, 8 or 4: its K/V blocks padded to
-// objects of 1024, 2048 or 4096 values).
+// of int8 rows (taken in runs: decode_layer.h qkv_run / rest_run), scales and gammas
+// (decode_layer_int8.cc's header comment). Own gives the core's state (state()) and the KV
+// cache's bits a value (kKvBits 16, 8 or 4: its K/V blocks padded to objects of 1024, 2048 or
+// 4096 values).
 // npu (needs hardware and the toolchain, unverified here).
 #pragma once
 #include "decode_layer.h"
@@ -60,11 +61,11 @@ struct Int8Matmul {
     std::memcpy(st.i8.scales + to, st.rest_scales + int64_t(m) * xk_impl::FusedBounds::kMaxRows, size_t(rows) * 4);
   }
 
-  // One block at byte e of the weights part (attn gamma, QKV rows and scales, QK-norm gammas, the
-  // o, gate, up and down scales).
-  static void qkv_block(const uint8_t* blk, int64_t e, const Layer& L, xk::Rounding rnd) {
+  // The blocks at byte e of the weights part (attn gamma, QKV rows and scales, QK-norm gammas,
+  // the o, gate, up and down scales), at most n bytes: the QKV rows up to their end as one run,
+  // any other segment one block. Returns the bytes taken.
+  static int32_t qkv_run(const uint8_t* blk, int32_t n, int64_t e, const Layer& L, xk::Rounding rnd) {
     auto& st = Own::state();
-    int32_t sum;
     if (e < L.qkv_gamma) {
       std::memcpy(st.qkv.gamma + e / 2, blk, xk_fused::kBlockBytes);
     } else if (e < L.qkv_rows) {
@@ -72,8 +73,9 @@ struct Int8Matmul {
         xk_impl::rmsnorm_bf16(st.qkv.x, st.qkv.gamma, st.qkv.xn, L.hidden, L.q.eps, L.q.offset, rnd);
         st.i8.sx = xk_fused::quantize_row(st.qkv.xn, st.i8.q, L.hidden);
       }
-      if (xk_fused::gemv_i8_block(st.i8.acc, blk, e - L.qkv_gamma, L.hidden, st.i8.q, sum))
-        st.i8.sums[(e - L.qkv_gamma) / L.hidden] = sum;
+      const int32_t m = xk_fused::run_bytes(e, L.qkv_rows, n);
+      xk_fused::gemv_i8_run(st.i8.acc, blk, e - L.qkv_gamma, m, L.hidden, st.i8.q, st.i8.sums);
+      return m;
     } else if (e < L.qkv_scales) {
       xk_fused::take_scales(st.i8.scales, blk, e - L.qkv_rows, L.q.rows());
     } else if (e < L.qkv_norms) {
@@ -86,26 +88,29 @@ struct Int8Matmul {
       else if (e < L.up_scales) xk_fused::take_scales(st.rest_scales + kUpM * kSlot, blk, e - L.gate_scales, L.Ri);
       else xk_fused::take_scales(st.rest_scales + kDown * kSlot, blk, e - L.up_scales, L.Rh);
     }
+    return xk_fused::kBlockBytes;
   }
 
-  // One block at byte e of the part after attention; false (and nothing done) when it waits for
-  // an exchange.
-  static bool rest_block(const uint8_t* blk, int64_t e, const Layer& L, xk::Rounding rnd) {
+  // The blocks at byte e of the part after attention, at most n bytes: a matrix's rows up to
+  // their end as one run, any other segment one block. Returns the bytes taken; 0 (and nothing
+  // done) when the segment waits for an exchange.
+  static int32_t rest_run(const uint8_t* blk, int32_t n, int64_t e, const Layer& L, xk::Rounding rnd) {
     auto& st = Own::state();
     xk_impl::Int8RowsState& q = st.i8;
-    int32_t sum;
     if (e < L.o_rows) {
       if (e == 0) {
         q.sx = xk_fused::quantize_row(st.attn_out, q.q, L.q.q_dim());
         use_scales(kO, L.Rh, 0);
       }
-      if (xk_fused::gemv_i8_block(q.acc, blk, e, L.q.q_dim(), q.q, sum)) q.sums[e / L.q.q_dim()] = sum;
+      const int32_t m = xk_fused::run_bytes(e, L.o_rows, n);
+      xk_fused::gemv_i8_run(q.acc, blk, e, m, L.q.q_dim(), q.q, q.sums);
+      return m;
     } else if (e < L.post_attn) {
       std::memcpy(st.post_attn + (e - L.o_rows) / 2, blk, xk_fused::kBlockBytes);
     } else if (e < L.gamma2) {
       std::memcpy(st.gamma2 + (e - L.post_attn) / 2, blk, xk_fused::kBlockBytes);
     } else if (e < L.up_rows) {
-      if (!st.have_h1) return false;
+      if (!st.have_h1) return 0;
       if (!st.have_xn2) {  // the o rows' values were given with the exchange that made h1
         xk_impl::rmsnorm_bf16(st.h1, st.gamma2, st.xn2, L.hidden, L.q.eps, L.q.offset, rnd);
         q.sx = xk_fused::quantize_row(st.xn2, q.q, L.hidden);
@@ -113,25 +118,24 @@ struct Int8Matmul {
         use_scales(kUpM, L.Ri, kUp);
         st.have_xn2 = true;
       }
-      if (e < L.gate_rows) {
-        if (xk_fused::gemv_i8_block(q.acc, blk, e - L.gamma2, L.hidden, q.q, sum))
-          q.sums[(e - L.gamma2) / L.hidden] = sum;
-      } else {
-        if (xk_fused::gemv_i8_block(q.acc, blk, e - L.gate_rows, L.hidden, q.q, sum))
-          q.sums[kUp + (e - L.gate_rows) / L.hidden] = sum;
-      }
+      const bool gate = e < L.gate_rows;  // else the up rows (their sums at kUp)
+      const int32_t m = xk_fused::run_bytes(e, gate ? L.gate_rows : L.up_rows, n);
+      xk_fused::gemv_i8_run(q.acc, blk, e - (gate ? L.gamma2 : L.gate_rows), m, L.hidden, q.q,
+                            gate ? q.sums : q.sums + kUp);
+      return m;
     } else if (e < L.down_rows) {
-      if (!st.have_h) return false;
+      if (!st.have_h) return 0;
       if (e == L.up_rows) {
         q.sx = xk_fused::quantize_row(st.h, q.q, L.inter);
         use_scales(kDown, L.Rh, 0);
       }
-      if (xk_fused::gemv_i8_block(q.acc, blk, e - L.up_rows, L.inter, q.q, sum))
-        q.sums[(e - L.up_rows) / L.inter] = sum;
+      const int32_t m = xk_fused::run_bytes(e, L.down_rows, n);
+      xk_fused::gemv_i8_run(q.acc, blk, e - L.up_rows, m, L.inter, q.q, q.sums);
+      return m;
     } else if (e < L.post_ffn) {
       std::memcpy(st.post_ffn + (e - L.down_rows) / 2, blk, xk_fused::kBlockBytes);
     }
-    return true;
+    return xk_fused::kBlockBytes;
   }
 
   // The values of finished rows: float(sum) * sx * scale, stored to bf16.

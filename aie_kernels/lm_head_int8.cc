@@ -24,33 +24,37 @@ xk_impl::LmHeadInt8State& own_state() { return xk::core_state(g_own); }
 
 using namespace xk_fused::lm_head;  // Stage, chunk_rows, enter
 
-// The weights part: [gamma][per logits object: rows, scales], in 32-byte blocks. Row r's sum
-// and scale go to slot r mod (2 chunk).
+// The weights part: [gamma][per logits object: rows, scales], in 32-byte blocks, a logits
+// object's rows in runs (to the end of the DDR object or of the rows). Row r's sum and scale go
+// to slot r mod (2 chunk).
 void weights(const uint8_t* obj, int32_t cores, int32_t hidden, int32_t vocab, float eps, float offset,
              xk::Rounding rnd) {
   xk_impl::LmHeadInt8State& st = own_state();
   const int32_t chunk = chunk_rows(cores, vocab);
   const int64_t objects = xk_fused::ceil_div(xk_fused::ceil_div(vocab, cores), chunk);  // the core's
   const int64_t chunk_bytes = xk_fused::i8_matrix_bytes(chunk, hidden), gamma = 2 * int64_t(hidden);
-  for (int32_t i = 0; i < 2 * xk_fused::kObjValues; i += xk_fused::kBlockBytes, st.pos += xk_fused::kBlockBytes) {
+  const int64_t rows_bytes = int64_t(chunk) * hidden;  // of a logits object
+  constexpr int32_t kObjBytes = 2 * xk_fused::kObjValues;
+  for (int32_t i = 0; i < kObjBytes;) {
     const int64_t e = st.pos;
+    int32_t n = xk_fused::kBlockBytes;
     if (e < gamma) {
       std::memcpy(st.gamma + e / 2, obj + i, xk_fused::kBlockBytes);
-      continue;
-    }
-    if (e == gamma) {
-      xk_impl::rmsnorm_bf16(st.x, st.gamma, st.xn, hidden, eps, offset, rnd);
-      st.i8.sx = xk_fused::quantize_row(st.xn, st.i8.q, hidden);
-    }
-    const int64_t c = (e - gamma) / chunk_bytes, w = (e - gamma) % chunk_bytes;
-    if (c >= objects) continue;  // padding
-    const int32_t slot = int32_t(c % 2) * chunk;
-    int32_t sum;
-    if (w < int64_t(chunk) * hidden) {
-      if (xk_fused::gemv_i8_block(st.i8.acc, obj + i, w, hidden, st.i8.q, sum)) st.i8.sums[slot + w / hidden] = sum;
     } else {
-      xk_fused::take_scales(st.i8.scales + slot, obj + i, w - int64_t(chunk) * hidden, chunk);
+      if (e == gamma) {
+        xk_impl::rmsnorm_bf16(st.x, st.gamma, st.xn, hidden, eps, offset, rnd);
+        st.i8.sx = xk_fused::quantize_row(st.xn, st.i8.q, hidden);
+      }
+      const int64_t c = (e - gamma) / chunk_bytes, w = (e - gamma) % chunk_bytes;
+      const int32_t slot = int32_t(c % 2) * chunk;
+      if (c < objects && w < rows_bytes) {
+        n = xk_fused::run_bytes(w, rows_bytes, kObjBytes - i);
+        xk_fused::gemv_i8_run(st.i8.acc, obj + i, w, n, hidden, st.i8.q, st.i8.sums + slot);
+      } else if (c < objects) {  // (past the core's objects: padding)
+        xk_fused::take_scales(st.i8.scales + slot, obj + i, w - rows_bytes, chunk);
+      }
     }
+    i += n, st.pos += n;
   }
 }
 

@@ -1,6 +1,7 @@
 // The vector layer the core kernels in this directory are written against (namespace xk).
 // Built for the cores (__AIENGINE__ defined, Peano/aiecc): a thin alias of aie_api
-// (aie::vector, aie::accum, aie::load_v, aie::mac, aie::reduce_add, aie::set_rounding).
+// (aie::vector, aie::accum, aie::load_v, aie::mac, aie::reduce_add, aie::set_rounding; mac_run,
+// a run of macs into one accumulator, is a loop of aie::mac).
 // Built on the host (g++): the same names map to src/npu/aie_numerics.h, which reproduces the
 // AIE2P arithmetic; npu-sim runs the kernels built this way (there is no second copy), and
 // tests/npu/test_aie_kernels.cpp checks each against a plain C++ reference of its numerics.
@@ -41,6 +42,13 @@ template <typename A, typename T, int N>
 inline accum<A, N> mac(const accum<A, N>& acc, const vector<T, N>& a, const vector<T, N>& b) { return aie::mac(acc, a, b); }
 template <typename A, int N>
 inline accum<A, N> zeros() { return aie::zeros<A, N>(); }
+// `blocks` macs into one accumulator over consecutive N-value vectors of a and b (the host's
+// aie_numerics.h mac_run: the same lanes).
+template <typename A, typename T, int N>
+inline accum<A, N> mac_run(accum<A, N> acc, const T* a, const T* b, int blocks) {
+  for (int j = 0; j < blocks; ++j) acc = aie::mac(acc, aie::load_v<N>(a + j * N), aie::load_v<N>(b + j * N));
+  return acc;
+}
 
 // Sets the core's float -> bf16 / SRS rounding for the kernel's duration, restores it after.
 struct rounding_scope {
@@ -105,6 +113,7 @@ using Rounding = xdna::aie::Rounding;
 
 using xdna::aie::load_v;
 using xdna::aie::mac;
+using xdna::aie::mac_run;
 template <typename A, int N>
 inline accum<A, N> zeros() { return {}; }
 

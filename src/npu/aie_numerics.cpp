@@ -4,7 +4,102 @@
 #include <cmath>
 #include <limits>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace xdna::aie {
+
+#if defined(__x86_64__)
+void mac_run_i8x32_sse2(int32_t* lanes, const int8_t* a, const int8_t* b, int blocks) {
+  // One pass per 16-lane half h (four accumulators of four lanes, kept in registers), blocks
+  // taken in pairs j, j + 1 (an odd last one paired with zeros): the two blocks' bytes of a lane
+  // interleaved and sign-extended to int16, so that pmaddwd gives a_j b_j + a_j+1 b_j+1 per
+  // lane, exact in int32 (|.| <= 2^15); paddd adds it modulo 2^32 as the accumulator wraps.
+  const auto ld = [](const int8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
+  const auto widen_lo = [](__m128i x) { return _mm_srai_epi16(_mm_unpacklo_epi8(x, x), 8); };
+  const auto widen_hi = [](__m128i x) { return _mm_srai_epi16(_mm_unpackhi_epi8(x, x), 8); };
+  for (int h = 0; h < 2; ++h) {
+    int32_t* out = lanes + 16 * h;
+    __m128i c0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(out));
+    __m128i c1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(out + 4));
+    __m128i c2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(out + 8));
+    __m128i c3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(out + 12));
+    const auto step = [&](__m128i a0, __m128i a1, __m128i b0, __m128i b1) {
+      const __m128i xa_lo = _mm_unpacklo_epi8(a0, a1), xb_lo = _mm_unpacklo_epi8(b0, b1);  // lanes 0-7
+      const __m128i xa_hi = _mm_unpackhi_epi8(a0, a1), xb_hi = _mm_unpackhi_epi8(b0, b1);  // lanes 8-15
+      c0 = _mm_add_epi32(c0, _mm_madd_epi16(widen_lo(xa_lo), widen_lo(xb_lo)));
+      c1 = _mm_add_epi32(c1, _mm_madd_epi16(widen_hi(xa_lo), widen_hi(xb_lo)));
+      c2 = _mm_add_epi32(c2, _mm_madd_epi16(widen_lo(xa_hi), widen_lo(xb_hi)));
+      c3 = _mm_add_epi32(c3, _mm_madd_epi16(widen_hi(xa_hi), widen_hi(xb_hi)));
+    };
+    const int8_t *pa = a + 16 * h, *pb = b + 16 * h;
+    int j = 0;
+    for (; j + 2 <= blocks; j += 2, pa += 64, pb += 64) step(ld(pa), ld(pa + 32), ld(pb), ld(pb + 32));
+    if (j < blocks) step(ld(pa), _mm_setzero_si128(), ld(pb), _mm_setzero_si128());
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), c0);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 4), c1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 8), c2);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 12), c3);
+  }
+}
+
+namespace {
+// 16 int8 values at p sign-extended to int16.
+__attribute__((target("avx2"), always_inline)) inline __m256i avx2_wide(const int8_t* p) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+// Blocks j, j + 1 (int16 lanes, a1 / b1 zero for an odd last block) into the four accumulators
+// of mac_run_i8x32_avx2: lanes of a pair interleaved (within each 128-bit half), so vpmaddwd
+// gives a_j b_j + a_j+1 b_j+1 per lane, exact in int32.
+__attribute__((target("avx2"), always_inline)) inline void avx2_pair(__m256i* c, const int8_t* pa, const int8_t* pb,
+                                                                      bool pair) {
+  for (int h = 0; h < 2; ++h) {
+    const __m256i a0 = avx2_wide(pa + 16 * h), b0 = avx2_wide(pb + 16 * h);
+    const __m256i a1 = pair ? avx2_wide(pa + 32 + 16 * h) : _mm256_setzero_si256();
+    const __m256i b1 = pair ? avx2_wide(pb + 32 + 16 * h) : _mm256_setzero_si256();
+    c[2 * h] = _mm256_add_epi32(c[2 * h], _mm256_madd_epi16(_mm256_unpacklo_epi16(a0, a1), _mm256_unpacklo_epi16(b0, b1)));
+    c[2 * h + 1] =
+        _mm256_add_epi32(c[2 * h + 1], _mm256_madd_epi16(_mm256_unpackhi_epi16(a0, a1), _mm256_unpackhi_epi16(b0, b1)));
+  }
+}
+}  // namespace
+
+__attribute__((target("avx2"))) void mac_run_i8x32_avx2(int32_t* lanes, const int8_t* a, const int8_t* b,
+                                                         int blocks) {
+  // Accumulator 2h holds lanes 16h + 0-3 and 16h + 8-11 (its two 128-bit halves), 2h + 1 lanes
+  // 16h + 4-7 and 16h + 12-15: the order vpunpck{l,h}wd leave them in; put back at the end.
+  __m256i c[4];
+  for (int h = 0; h < 2; ++h) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes + 16 * h));
+    const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes + 16 * h + 8));
+    c[2 * h] = _mm256_permute2x128_si256(x, y, 0x20);
+    c[2 * h + 1] = _mm256_permute2x128_si256(x, y, 0x31);
+  }
+  int j = 0;
+  for (; j + 2 <= blocks; j += 2, a += 64, b += 64) avx2_pair(c, a, b, true);
+  if (j < blocks) avx2_pair(c, a, b, false);
+  for (int h = 0; h < 2; ++h) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + 16 * h), _mm256_permute2x128_si256(c[2 * h], c[2 * h + 1], 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes + 16 * h + 8),
+                        _mm256_permute2x128_si256(c[2 * h], c[2 * h + 1], 0x31));
+  }
+}
+
+bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+#endif
+
+void mac_run_i8x32(int32_t* lanes, const int8_t* a, const int8_t* b, int blocks) {
+#if defined(__x86_64__)
+  if (cpu_has_avx2()) mac_run_i8x32_avx2(lanes, a, b, blocks);
+  else mac_run_i8x32_sse2(lanes, a, b, blocks);
+#else
+  mac_run_lanes<32>(lanes, a, b, blocks);
+#endif
+}
 
 int8_t srs_int8(int64_t x, int shift, Rounding r) {
   int64_t q = x >> shift;  // floor (arithmetic shift, C++20)

@@ -91,6 +91,34 @@ accum<int32_t, N> mac(const accum<int32_t, N>& acc, const vector<int8_t, N>& a,
   return out;
 }
 
+// A run of `blocks` int8 macs into one accumulator: acc + a_j * b_j lane by lane for the N-lane
+// vectors a_j = a + j N, b_j = b + j N, j = 0 .. blocks - 1; the lanes `blocks` calls of
+// mac(acc, load_v<N>(a_j), load_v<N>(b_j)) give (on the core: that loop, the accumulator kept
+// in a register; tests/npu/test_aie_numerics.cpp: MacRunEqualsPerBlockMacs). The host keeps the
+// lanes in registers across the run: mac_run_i8x32 for 32 lanes (on x86-64 the AVX2 form where
+// the CPU has it, else the SSE2 one, the baseline; elsewhere mac_run_lanes), mac_run_lanes
+// (portable) for other N. Each form is tested on its own against per-block macs.
+template <int N>
+void mac_run_lanes(int32_t* lanes, const int8_t* a, const int8_t* b, int blocks) {
+  uint32_t s[N];  // wrapping as the 32-bit lanes do
+  for (int i = 0; i < N; ++i) s[i] = uint32_t(lanes[i]);
+  for (int j = 0; j < blocks; ++j, a += N, b += N)
+    for (int i = 0; i < N; ++i) s[i] += uint32_t(int32_t(a[i]) * int32_t(b[i]));
+  for (int i = 0; i < N; ++i) lanes[i] = int32_t(s[i]);
+}
+void mac_run_i8x32(int32_t* lanes, const int8_t* a, const int8_t* b, int blocks);
+#if defined(__x86_64__)
+void mac_run_i8x32_sse2(int32_t* lanes, const int8_t* a, const int8_t* b, int blocks);
+void mac_run_i8x32_avx2(int32_t* lanes, const int8_t* a, const int8_t* b, int blocks);  // only if cpu_has_avx2()
+bool cpu_has_avx2();
+#endif
+template <int N>
+accum<int32_t, N> mac_run(accum<int32_t, N> acc, const int8_t* a, const int8_t* b, int blocks) {
+  if constexpr (N == 32) mac_run_i8x32(acc.lane.data(), a, b, blocks);
+  else mac_run_lanes<N>(acc.lane.data(), a, b, blocks);
+  return acc;
+}
+
 // aie::reduce_add: pairwise halving (lane i += lane i + half) until one lane remains.
 template <typename Acc, int N>
 Acc reduce_add(accum<Acc, N> acc) {

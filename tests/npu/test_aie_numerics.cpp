@@ -2,12 +2,15 @@
 // the same numerics and accumulation order, and within stated tolerances of f32/f64 results.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "aie_kernels/fused_stage_int8.h"
 #include "core/numeric.h"
 #include "npu/aie_kernels.h"
 
@@ -235,5 +238,148 @@ TEST(AieNumerics, Int8MacWrapsAtExtremes) {
       total += out.lane[i];
     }
     EXPECT_EQ(reduce_add(out), int32_t(uint32_t(uint64_t(total))));
+  }
+}
+
+namespace {
+// The host's forms of an N-lane mac_run, each on its own (mac_run picks one): the portable loop,
+// and for 32 lanes on x86-64 the SSE2 form and, where the CPU has it, the AVX2 one.
+using MacRunForm = void (*)(int32_t*, const int8_t*, const int8_t*, int);
+template <int N>
+std::vector<MacRunForm> mac_run_forms() {
+  std::vector<MacRunForm> forms = {mac_run_lanes<N>};
+#if defined(__x86_64__)
+  if constexpr (N == 32) {
+    forms.push_back(mac_run_i8x32_sse2);
+    if (cpu_has_avx2()) forms.push_back(mac_run_i8x32_avx2);
+  }
+#endif
+  return forms;
+}
+}  // namespace
+
+// mac_run (a run of int8 macs into one accumulator, the lanes kept in registers) and each host
+// form of it give, lane for lane, what one mac per block gives: 32 and 16 lanes, runs of 0 to 40
+// blocks (odd and even), random bytes or only the extremes, accumulators near the int32 limits
+// (so the lanes wrap inside the run).
+TEST(AieNumerics, MacRunEqualsPerBlockMacs) {
+  const int8_t vals[] = {-128, -127, -1, 0, 1, 126, 127};
+  const int32_t accs[] = {INT32_MIN, INT32_MIN + 1, -16384, 0, 16383, INT32_MAX - 1, INT32_MAX};
+  std::mt19937 rng(13);
+  const auto check = [&]<int N>(std::integral_constant<int, N>, int round) {
+    const int blocks = int(rng() % 41);
+    std::vector<int8_t> a(size_t(blocks) * N), b(a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i] = round % 2 ? vals[rng() % 7] : int8_t(rng());
+      b[i] = round % 3 ? int8_t(rng()) : vals[rng() % 7];
+    }
+    accum<int32_t, N> acc;
+    for (int i = 0; i < N; ++i) acc.lane[i] = round % 4 < 2 ? accs[rng() % 7] : int32_t(rng());
+    accum<int32_t, N> want = acc;
+    for (int j = 0; j < blocks; ++j) want = mac(want, load_v<N>(a.data() + j * N), load_v<N>(b.data() + j * N));
+    const accum<int32_t, N> got = mac_run(acc, a.data(), b.data(), blocks);
+    for (int i = 0; i < N; ++i) ASSERT_EQ(got.lane[i], want.lane[i]) << "N " << N << " lane " << i;
+    const std::vector<MacRunForm> forms = mac_run_forms<N>();
+    for (size_t f = 0; f < forms.size(); ++f) {
+      accum<int32_t, N> one = acc;
+      forms[f](one.lane.data(), a.data(), b.data(), blocks);
+      for (int i = 0; i < N; ++i) ASSERT_EQ(one.lane[i], want.lane[i]) << "form " << f << " N " << N << " lane " << i;
+    }
+  };
+  for (int round = 0; round < 300; ++round) {
+    check(std::integral_constant<int, 32>{}, round);
+    check(std::integral_constant<int, 16>{}, round);
+  }
+  // All 32 lanes at INT32_MAX, 39 blocks of (-128)(-128): every lane wraps to the same value.
+  const std::vector<int8_t> m(39 * 32, -128);
+  for (MacRunForm form : mac_run_forms<32>()) {
+    accum<int32_t, 32> acc;
+    acc.lane.fill(INT32_MAX);
+    form(acc.lane.data(), m.data(), m.data(), 39);
+    for (int i = 0; i < 32; ++i) ASSERT_EQ(acc.lane[i], int32_t(uint32_t(INT32_MAX) + 39u * 16384u));
+  }
+#if defined(__x86_64__)
+  std::printf("mac_run's 32-lane form on this CPU: %s\n", cpu_has_avx2() ? "AVX2" : "SSE2");
+#endif
+}
+
+// fused_stage_int8.h gemv_i8_run: a row-major int8 matrix streamed in runs of random lengths
+// (whole blocks, rows split across runs anywhere) gives each row's exact sum (int64, then
+// wrapped to 32 bits), the same as the whole matrix in one run.
+TEST(AieNumerics, GemvRunsSplitAnywhereGiveExactRowSums) {
+  std::mt19937 rng(17);
+  for (int round = 0; round < 40; ++round) {
+    const int32_t k = 32 * int32_t(1 + rng() % 12), rows = int32_t(1 + rng() % 9);
+    std::vector<uint8_t> w(size_t(rows) * k);
+    std::vector<int8_t> q(static_cast<size_t>(k));
+    for (uint8_t& v : w) v = round % 2 ? uint8_t(rng()) : uint8_t(rng() % 2 ? 0x80 : 0x7F);
+    for (int8_t& v : q) v = round % 2 ? int8_t(rng()) : int8_t(-128);
+    std::vector<int32_t> got(size_t(rows), -1), whole(size_t(rows), -1);
+    xk_fused::Acc32 acc;
+    for (int64_t e = 0; e < int64_t(w.size());) {
+      const int64_t n = std::min<int64_t>(32 * int64_t(1 + rng() % 20), int64_t(w.size()) - e);
+      xk_fused::gemv_i8_run(acc, w.data() + e, e, n, k, q.data(), got.data());
+      e += n;
+    }
+    xk_fused::gemv_i8_run(acc, w.data(), 0, int64_t(w.size()), k, q.data(), whole.data());
+    for (int32_t r = 0; r < rows; ++r) {
+      int64_t sum = 0;
+      for (int32_t c = 0; c < k; ++c) sum += int64_t(int8_t(w[size_t(r) * k + c])) * q[size_t(c)];
+      ASSERT_EQ(got[size_t(r)], int32_t(uint32_t(uint64_t(sum)))) << "row " << r << " k " << k;
+      ASSERT_EQ(whole[size_t(r)], got[size_t(r)]);
+    }
+  }
+}
+
+// fused_stage_int8.h quantize_row / quantize_row_int4 (partial maxima, the add-and-subtract
+// rounding) give the bits of the plain loops they replace: max|x| in order, x / sx through
+// std::nearbyint, saturated, converted. Rows with ties (max 127 or 7: sx = 1, halves exact),
+// zeros, bf16 denormals, huge values, Inf and NaN, odd lengths.
+TEST(AieNumerics, QuantizeRowMatchesNearbyintLoop) {
+  const auto reference = [](const std::vector<bf16>& x, float lim, std::vector<int8_t>& q) {
+    float amax = 0.0f;
+    for (bf16 v : x) {
+      const float a = std::fabs(to_float(v));
+      if (amax < a) amax = a;
+    }
+    const float sx = amax / lim;
+    for (size_t i = 0; i < x.size(); ++i) {
+      float v = sx == 0.0f ? 0.0f : std::nearbyint(to_float(x[i]) / sx);
+      v = v < -lim ? -lim : v > lim ? lim : v;
+      q[i] = int8_t(v == v ? int32_t(v) : 0);  // (x86: NaN converts to 0x80000000, low byte 0)
+    }
+    return sx;
+  };
+  std::mt19937 rng(19);
+  for (int round = 0; round < 400; ++round) {
+    const int32_t n = 2 * int32_t(1 + rng() % 200);
+    const int kind = round % 5;
+    std::vector<bf16> x(static_cast<size_t>(n));
+    for (bf16& v : x) {
+      float f = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+      if (kind == 1) f = float(int(rng() % 255) - 127) + (rng() % 2 ? 0.5f : 0.0f);  // halves
+      if (kind == 2) f *= 1e-39f;                                                     // denormals
+      if (kind == 3) f *= 1e30f;
+      v = {f32_to_bf16(f)};
+    }
+    if (kind == 1) x[rng() % x.size()] = {f32_to_bf16(rng() % 2 ? 127.0f : -127.0f)};  // sx = 1
+    if (kind == 4) x[rng() % x.size()] = {uint16_t(rng() % 2 ? 0x7F80 : 0x7FC1)};   // Inf or NaN
+    if (round % 50 == 0) std::fill(x.begin(), x.end(), bf16{});
+    std::vector<int8_t> want(x.size()), got(x.size());
+    const float sx_want = reference(x, 127.0f, want);
+    const float sx = xk_fused::quantize_row(x.data(), got.data(), n);
+    ASSERT_EQ(std::memcmp(&sx, &sx_want, 4), 0) << "round " << round;
+    ASSERT_EQ(got, want) << "round " << round;
+    // int4: the same with 7, packed two a byte (value 2i in the low nibble).
+    std::vector<bf16> x4 = x;
+    if (kind == 1)
+      for (bf16& v : x4) v = {f32_to_bf16(float(int(rng() % 15) - 7) + (rng() % 2 ? 0.5f : 0.0f))};
+    if (kind == 1) x4[0] = {f32_to_bf16(7.0f)};
+    const float sx4_want = reference(x4, 7.0f, want);
+    std::vector<uint8_t> packed(x4.size() / 2);
+    const float sx4 = xk_fused::quantize_row_int4(x4.data(), packed.data(), n);
+    ASSERT_EQ(std::memcmp(&sx4, &sx4_want, 4), 0) << "round " << round;
+    for (size_t i = 0; i < packed.size(); ++i)
+      ASSERT_EQ(packed[i], uint8_t((want[2 * i] & 0xF) | ((want[2 * i + 1] & 0xF) << 4))) << "round " << round;
   }
 }
