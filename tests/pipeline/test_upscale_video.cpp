@@ -15,7 +15,7 @@ namespace {
 
 Upscaler tiny_upscaler() {
   Upscaler up;
-  up.net = load_upscaler(std::string(XDNA_FIXTURE_DIR) + "/tfjs/tiny/model.json");
+  up.net = load_upscaler(XDNA_FIXTURE_DIR "/tfjs/tiny/model.json");
   up.input_max = up.output_max = 1;  // the fixture takes 0..1 pixels (as the CLI test's --range 1)
   return up;
 }
