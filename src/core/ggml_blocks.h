@@ -7,7 +7,15 @@
 #pragma once
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace xdna::ggml {
+
+// The engine dtypes that are GGML block formats (LLM weights as GGUF files hold them).
+constexpr bool is_block_dtype(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K ||
+         t == DType::Q6_K;
+}
 
 constexpr int kQ8_0Values = 32, kQ8_0Bytes = 34;   // f16 d; int8 q[32]
 constexpr int kQ4_0Values = 32, kQ4_0Bytes = 18;   // f16 d; u8 q[16] (two 4-bit values each)

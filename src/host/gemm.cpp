@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/cpu.h"
+#include "core/ggml_blocks.h"
 #include "core/parallel.h"
 #include "host/gemm.h"
 
@@ -26,9 +27,7 @@ namespace {
 // keeps up with the FMAs. Other dtypes dequantize or convert per slice: they keep the L1 slice.
 constexpr int64_t KC = 256, KC_PLAIN = 192, KC_F32 = 768;
 int64_t kc_for(DType t) {
-  if (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K ||
-      t == DType::Q6_K)
-    return 256;
+  if (ggml::is_block_dtype(t)) return 256;
   if (t == DType::F32) return KC_F32;
   return KC_PLAIN;
 }

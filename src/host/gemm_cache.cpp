@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "core/cpu.h"
+#include "core/ggml_blocks.h"
 #include "core/parallel.h"
 #include "host/gemm.h"
 
@@ -56,11 +57,6 @@ size_t cache_limit() {
     return static_cast<size_t>(mb > 0 ? mb : 0) << 20;
   }();
   return limit;
-}
-
-bool is_ggml_block(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K ||
-         t == DType::Q6_K;
 }
 
 size_t ggml_cache_limit() {
@@ -109,7 +105,7 @@ bool cache_key(const Tensor& w, const WeightRows& wr, Key& key) {
 std::shared_ptr<const PackedWeights> cached_packed_weights(const Tensor& w, const WeightRows& wr) {
   Key key;
   if (!cache_key(w, wr, key)) return nullptr;
-  const bool ggml = is_ggml_block(wr.dtype);
+  const bool ggml = ggml::is_block_dtype(wr.dtype);
   const auto& buf = w.buffer();
   const auto& sc = w.scales();
   Cache& c = cache();
@@ -157,7 +153,7 @@ std::shared_ptr<void> pin_packed_weights(const Tensor& w, const WeightRows& wr) 
     if (e.pins++ == 0) {
       if (!inserted) {  // was counted against the bound: now it is pinned instead
         c.bytes -= size;
-        if (is_ggml_block(wr.dtype)) c.ggml_bytes -= size;
+        if (ggml::is_block_dtype(wr.dtype)) c.ggml_bytes -= size;
       }
       c.pinned_bytes += size;
     }

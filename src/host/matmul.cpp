@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/cpu.h"
+#include "core/ggml_blocks.h"
 #include "core/numeric.h"
 #include "core/parallel.h"
 #include "host/gemm.h"
@@ -25,11 +26,6 @@ void store_rows(const float* __restrict out, const float* __restrict bias, float
     for (int r = 0; r < count; ++r) y[r] = out[r] + bias[r];
   else
     for (int r = 0; r < count; ++r) y[r] = out[r] + 0.f;
-}
-
-bool is_ggml(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K ||
-         t == DType::Q6_K;
 }
 
 [[noreturn]] void fail(const Tensor& x, const Tensor& w, const std::string& why) {
@@ -269,7 +265,7 @@ void gemv(const float* x, int64_t m, const WeightRows& w, const float* bias, flo
   }
   // Rows per chunk: enough to amortise the call, few enough to balance threads.
   parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
-    std::vector<float> scratch(is_ggml(w.dtype) && !q8_s8 ? K : 0);
+    std::vector<float> scratch(ggml::is_block_dtype(w.dtype) && !q8_s8 ? K : 0);
     auto one = [&](int64_t n) {
       for (int64_t i = 0; i < m; ++i)
         y[i * N + n] = dot_row(kern, w, n, xr[i], scratch.data()) + (bias ? bias[n] : 0.f);

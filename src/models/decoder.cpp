@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/ggml_blocks.h"
 #include "host/host_backend.h"
 #include "host/ops.h"
 
@@ -121,12 +122,8 @@ static void q5_0_to_q8_0(const uint8_t* src, int64_t blocks, uint8_t* dst) {
 }
 
 std::optional<DType> ggml_block_dtype(const TensorInfo& info) {
-  if (!info.dtype) return std::nullopt;
-  switch (*info.dtype) {
-    case DType::Q8_0: case DType::Q4_0: case DType::Q5_0: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
-      return info.dtype;
-    default: return std::nullopt;
-  }
+  if (!info.dtype || !ggml::is_block_dtype(*info.dtype)) return std::nullopt;
+  return info.dtype;
 }
 
 Tensor load_decoder_weight(const WeightSource& src, const TensorInfo& info) { return src.get(info.name); }
