@@ -331,7 +331,7 @@ Tensor GgufFile::get(const std::string& name) const {
     if (!t.dtype)
       throw std::runtime_error(path_ + ": tensor '" + name + "' has ggml type " + t.file_dtype +
                                ", which the engine does not support (supported: f32, f16, "
-                               "bf16, q8_0, q4_0, q4_K, q5_K, q6_K, i8, i32)");
+                               "bf16, q8_0, q4_0, q5_0, q4_K, q5_K, q6_K, i8, i32)");
     return Tensor::view(buf_, t.offset, t.shape, *t.dtype);
   }
   throw std::runtime_error(path_ + ": no tensor named '" + name + "'");
