@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/cpu.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -86,10 +88,7 @@ __attribute__((target("avx2"))) void mac_run_i8x32_avx2(int32_t* lanes, const in
   }
 }
 
-bool cpu_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
-}
+bool cpu_has_avx2() { return cpu_features().avx2; }  // the host kernels' CPUID probe, read once
 #endif
 
 void mac_run_i8x32(int32_t* lanes, const int8_t* a, const int8_t* b, int blocks) {
