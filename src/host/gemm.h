@@ -138,7 +138,8 @@ void rows_q8_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, 
 void rows_q5_0_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
 // Q6_K super-blocks reordered for the AVX-512 GEMV (gemm_q6k_avx512.cpp; the same 210 bytes
 // each), and that GEMV (AVX-512 VNNI; reads q_s8, q_scale4). It differs from the GGML-layout
-// kernels only in f32 rounding order (its integer sums are exact).
+// kernels only in f32 rounding order (its integer sums are exact). Both are compiled for AVX-512:
+// call them only where the AVX-512 VNNI kernels are active.
 void repack_q6_k_blocks(const uint8_t* src, uint8_t* dst, int64_t blocks);
 void rows_q6_k_repacked_avx512(const WeightRows& w, int64_t n, int count, const XRow& x, float* out);
 
