@@ -183,8 +183,11 @@ TEST(LlmNpuSimFusedQuantized, GgmlBlocksAreDequantizedAndMatchHost) {
 // The real Gemma 3 270M (Q4_K_M with q5_0, q6_k and q8_0 tensors), when it has been pulled into
 // the default store (not in CI): 8 greedy tokens through the fused int8 plan (int8 weights from
 // the dequantized blocks, int8 KV cache: the CLI's npu-sim default) against the host decoder on
-// the same file, which runs the blocks themselves. Asserted: the same greedy tokens, the chosen
-// tokens' log-probs within 0.5 of the host's, and one dispatch per decode token.
+// the same file, which runs the blocks themselves. Asserted: the same greedy tokens up to the first
+// place where the host's own top two are within 0.5 in log-prob (a near tie that rounding tips:
+// the host's AVX2 and AVX-512 kernels round differently, and on an AVX2 machine the host takes
+// "of" at token 5, counted from 0, by 0.1), where npu-sim must take the host's runner-up; the chosen tokens'
+// log-probs within 0.5 of the host's up to there; one dispatch per decode token.
 TEST(LlmNpuSimFusedRealModel, Gemma3_270mInt8GreedyTokensMatchHostSlow) {
   std::string path;
   try {
@@ -200,6 +203,7 @@ TEST(LlmNpuSimFusedRealModel, Gemma3_270mInt8GreedyTokensMatchHostSlow) {
   req.sampling.temperature = 0.0f;
   req.max_tokens = kNewTokens;
   req.sampling.logprobs = true;
+  req.sampling.top_logprobs = 2;
   const GenerateResult host = generate(*lm, req);
 
   npu::NpuSimBackend sim;
@@ -208,10 +212,25 @@ TEST(LlmNpuSimFusedRealModel, Gemma3_270mInt8GreedyTokensMatchHostSlow) {
   req.fused_decode = NpuSimFusedDecode::prepare(*lm, DType::I8, DType::I8);
   ASSERT_TRUE(req.fused_decode->enabled()) << req.fused_decode->refusal();
   const GenerateResult r = generate(*lm, req);
-  EXPECT_EQ(r.tokens, host.tokens);
+  ASSERT_EQ(r.tokens.size(), host.tokens.size());
+  ASSERT_EQ(r.logprobs.size(), r.tokens.size());
+  ASSERT_EQ(host.logprobs.size(), host.tokens.size());
+  size_t same = 0;
+  while (same < r.tokens.size() && r.tokens[same] == host.tokens[same]) ++same;
   double worst = 0;
-  for (size_t i = 0; i < std::min(r.logprobs.size(), host.logprobs.size()); ++i)
+  for (size_t i = 0; i < same; ++i)
     worst = std::max(worst, double(std::fabs(r.logprobs[i].logprob - host.logprobs[i].logprob)));
+  if (same < r.tokens.size()) {  // a near tie of the host's, npu-sim taking its runner-up
+    const std::vector<std::pair<int32_t, float>>& top = host.logprobs[same].top;
+    ASSERT_EQ(top.size(), 2u);
+    EXPECT_EQ(r.tokens[same], top[1].first) << "token " << same;
+    EXPECT_LE(top[0].second - top[1].second, 0.5) << "npu-sim differs from the host at token " << same
+                                                  << ", where the host's choice is no near tie";
+    worst = std::max(worst, double(std::fabs(r.logprobs[same].logprob - top[1].second)));
+    std::printf("gemma3-270m int8 fused: the host's top two at token %zu differ by %.3f in log-prob\n", same,
+                double(top[0].second - top[1].second));
+  }
+  EXPECT_GE(same, size_t(3)) << "the first tokens are no near ties";
   EXPECT_LE(worst, 0.5);
   EXPECT_EQ(req.fused_decode->stats().dispatches, int64_t(r.tokens.size()) - 1);
   const std::string text = req.fused_decode->placement_text();
