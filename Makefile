@@ -39,7 +39,7 @@ ASAN_SCOPE ?= all
 ASAN_SKIP_LIST := SimFusedInt4KvLlm[.] SimFusedKv4[.]OutputNear SimFusedResidentKv[.] \
   SimFusedInt8KvLlm[.] SimFusedResidentWeights[.]PackedOnce SimFusedInt8Llm[.] SimFusedGemma[.]GreedyTokens \
   LlmNpuSimFusedQuantized[.] NpuKvPositionIndependent[.]LongRun Int4KvStreamBytes[.]PlanKvRead \
-  NpuDeviceFusedDecodeGemma[.]ChainExecuted
+  NpuDeviceFusedDecodeGemma[.]ChainExecuted SimFusedThreads[.]
 empty :=
 space := $(empty) $(empty)
 ASAN_SKIP := $(subst $(space),|,$(strip $(ASAN_SKIP_LIST)))

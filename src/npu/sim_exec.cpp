@@ -246,14 +246,19 @@ void append_kv_new(const Design& d, const HostArgs& args, SimKvCache& kv) {
   else kv.append(kv_new_row(d, args));
 }
 
-void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k, SimStreamCounts* counts) {
+namespace {
+
+void check_args(const Design& d, const HostArgs& args) {
   if (args.size() != d.args.size()) fail(d, "takes " + std::to_string(d.args.size()) + " host arguments");
   for (size_t i = 0; i < args.size(); ++i)
     if (int64_t(args[i].size()) != d.args[i].bytes)
       fail(d, "argument '" + d.args[i].name + "' has " + std::to_string(args[i].size()) + " bytes, expected " +
                   std::to_string(d.args[i].bytes));
-  // What the split assumes of the shape, refused with a message naming the design; the kernels'
-  // L1 bounds are checked by the interpreter.
+}
+
+// What the split assumes of the shape, refused with a message naming the design; the kernels'
+// L1 bounds are checked by the interpreter.
+void check_shape(const Design& d) {
   if (d.family == "decode_layer" || d.family == "qkv_rope" || d.family == "attention_decode") {
     const Geometry g = geometry(d, true);
     if (d.family == "decode_layer") check_dims(d, g);
@@ -268,8 +273,25 @@ void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k, SimStre
   } else {
     fail(d, "family '" + d.family + "' has no functional model in npu-sim");
   }
+}
+
+}  // namespace
+
+void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k, SimStreamCounts* counts) {
+  check_args(d, args);
+  check_shape(d);
   // The stage computation lives once, in the kernel sources: every core's program runs them.
   run_design_programs(d, args, k, counts);
+}
+
+std::shared_ptr<const CorePrograms> prepare_design(const Design& d, const SimKernelArgs& k) {
+  check_shape(d);
+  return std::make_shared<const CorePrograms>(design_programs(d, k));
+}
+
+void run_design(const CorePrograms& prepared, HostArgs& args, SimStreamCounts* counts) {
+  check_args(prepared.design(), args);
+  run_design_programs(prepared, args, counts);
 }
 
 std::vector<aie::bf16> arg_bf16(const Design& d, const HostArgs& args, const std::string& name, int64_t n) {

@@ -135,6 +135,13 @@ struct SimStreamCounts {
 // adding how its DDR objects were read). Throws std::invalid_argument naming the design and what
 // it cannot execute (family, dtype, argument sizes).
 void run_design(const Design& d, HostArgs& args, const SimKernelArgs& k = {}, SimStreamCounts* counts = nullptr);
+// run_design's checks of the design (its family, the split's shape) and its core programs resolved
+// (sim_program.h), once for many invocations: the layers of a decode token share one. `d` must
+// outlive it.
+class CorePrograms;
+std::shared_ptr<const CorePrograms> prepare_design(const Design& d, const SimKernelArgs& k = {});
+// run_design on a prepared design: the same checks of the arguments, the same outputs.
+void run_design(const CorePrograms& prepared, HostArgs& args, SimStreamCounts* counts = nullptr);
 
 // Appends the new K/V row a decode_layer invocation drained to `kv` (bf16, or int8 / int4 rows
 // and their scales for an int8- / int4-KV design).

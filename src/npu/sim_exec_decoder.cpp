@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "npu/design_families.h"
+#include "npu/sim_program.h"
 
 namespace xdna::npu {
 
@@ -51,7 +52,12 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
   }
   SimStreamCounts counts;
   int64_t cleared = 0;
-  std::vector<std::pair<DecodeLayerShape, std::shared_ptr<const Design>>> built;  // this token's designs
+  struct Built {  // one of this token's designs, checked and its programs resolved once
+    DecodeLayerShape shape;
+    std::shared_ptr<const Design> design;
+    std::shared_ptr<const CorePrograms> programs;
+  };
+  std::vector<Built> built;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     t0 = clock::now();
     DecodeLayerShape s = m.shape;
@@ -61,15 +67,17 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
     s.window = local ? m.sliding_window : 0;  // the design reads min(context, window) positions
     // Layers differ only in the fields set above (the rest is m.shape): one build serves every
     // layer with the same context, capacity and window (all of them, or the local / global ones).
-    std::shared_ptr<const Design> d;
-    for (size_t j = 0; j < built.size() && !d; ++j)
-      if (built[j].first.context == s.context && built[j].first.capacity == s.capacity &&
-          built[j].first.window == s.window)
-        d = built[j].second;
-    if (!d) {
-      d = std::make_shared<const Design>(decode_layer_design(m.weights, s, m.columns));
-      built.emplace_back(s, d);
+    const Built* b = nullptr;
+    for (size_t j = 0; j < built.size() && !b; ++j)
+      if (built[j].shape.context == s.context && built[j].shape.capacity == s.capacity &&
+          built[j].shape.window == s.window)
+        b = &built[j];
+    if (!b) {
+      auto made = std::make_shared<const Design>(decode_layer_design(m.weights, s, m.columns));
+      built.push_back({s, made, prepare_design(*made, m.kernel)});
+      b = &built.back();
     }
+    const std::shared_ptr<const Design> d = b->design;
     HostArgs fresh;  // each invocation's arguments: the resident ones (weights packed once), or fresh
     HostArgs& a = resident ? resident->layers[i] : fresh;
     if (a.empty()) {
@@ -84,7 +92,7 @@ SimTokenResult fused_decode_token(const SimDecoderModel& m, int32_t id, SimDecod
         }
       cleared += repack_decode_layer(*d, a, x, local ? rope_local : rope, state.kv[i], &written);
     }
-    run_design(*d, a, m.kernel, &counts);
+    run_design(*b->programs, a, &counts);
     append_kv_new(*d, a, state.kv[i]);
     x = arg_bf16(*d, a, "result", H);
     if (resident) {

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "aie_kernels/kernels.h"
+#include "core/parallel.h"
 
 namespace xdna::npu {
 
@@ -280,56 +281,106 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
   return run_core_programs(d, k, sim::stream_refs(streams), runtime);
 }
 
-std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, const StageKernel& k,
-                                                              const sim::StreamRefs& streams,
-                                                              const StageScalars& runtime, SimStreamCounts* counts) {
-  const std::vector<const TileUse*> cores = cores_in_order(d);
-  const size_t P = cores.size();
-  if (streams.first.size() != P)
-    fail(d, "has " + std::to_string(P) + " cores, got " + std::to_string(streams.first.size()) + " streams");
+// Each step resolved once: its FIFO as an id (no names compared per object), what kind of object
+// it moves, its entry point and its scalars in the kernel's order.
+enum class StepKind { Ddr, Act, Slice, Out, Other };
+struct StepInfo {
+  int id = -1;
+  StepKind kind = StepKind::Other;
+  const ObjectFifo* fifo = nullptr;
+  const StageEntry* entry = nullptr;
+  std::vector<int> operands;
+  std::vector<int32_t> scalars;
+  std::string unresolved;  // why the scalars could not be resolved (thrown if the step is called)
+};
+
+struct CorePrograms::Impl {
+  const Design* d = nullptr;
+  const StageKernel* k = nullptr;
+  std::vector<const TileUse*> cores;
+  std::vector<std::string> names;         // FIFO by id
+  std::vector<std::vector<StepInfo>> info;  // per core, per step
+  size_t slice = 0;                       // bytes of one core's slice of an exchange
+};
+
+CorePrograms::CorePrograms(const Design& d, const StageKernel& k, const StageScalars& runtime) {
+  auto made = std::make_shared<Impl>();
+  Impl& m = *made;
+  m.d = &d;
+  m.k = &k;
+  m.cores = cores_in_order(d);
+  const size_t P = m.cores.size();
   const ObjectFifo* slice0 = d.find_fifo("slice_c0r0");
-  const size_t slice = slice0 ? size_t(slice0->elem_bytes) : 0;
-  // Each step resolved once per run: its FIFO as an id (no names compared per object), what kind
-  // of object it moves, its entry point and its scalars in the kernel's order.
-  enum class Kind { Ddr, Act, Slice, Out, Other };
-  struct StepInfo {
-    int id = -1;
-    Kind kind = Kind::Other;
-    const ObjectFifo* fifo = nullptr;
-    const StageEntry* entry = nullptr;
-    std::vector<int> operands;
-    std::vector<int32_t> scalars;  // resolved at the step's first call
-    bool resolved = false;
-  };
+  m.slice = slice0 ? size_t(slice0->elem_bytes) : 0;
   std::map<std::string, int> ids;
-  std::vector<std::string> names;
   const auto id_of = [&](const std::string& n) {
-    auto [it, fresh] = ids.emplace(n, int(names.size()));
-    if (fresh) names.push_back(n);
+    auto [it, fresh] = ids.emplace(n, int(m.names.size()));
+    if (fresh) m.names.push_back(n);
     return it->second;
   };
-  std::vector<std::vector<StepInfo>> info(P);
+  m.info.resize(P);
   for (size_t p = 0; p < P; ++p) {
-    const std::vector<CoreStep>& prog = cores[p]->program;
-    info[p].resize(prog.size());
+    const std::vector<CoreStep>& prog = m.cores[p]->program;
+    m.info[p].resize(prog.size());
     for (size_t i = 0; i < prog.size(); ++i) {
       const CoreStep& s = prog[i];
-      StepInfo& in = info[p][i];
+      StepInfo& in = m.info[p][i];
       if (s.op == CoreOp::Acquire || s.op == CoreOp::Release) {
         in.id = id_of(s.name);
-        in.kind = s.name.rfind("ddr_", 0) == 0 ? Kind::Ddr
-                  : s.name == "act"            ? Kind::Act
-                  : s.name.rfind("slice_", 0) == 0 && s.op == CoreOp::Release ? Kind::Slice
-                  : s.op == CoreOp::Release    ? Kind::Out
-                                               : Kind::Other;
+        in.kind = s.name.rfind("ddr_", 0) == 0 ? StepKind::Ddr
+                  : s.name == "act"            ? StepKind::Act
+                  : s.name.rfind("slice_", 0) == 0 && s.op == CoreOp::Release ? StepKind::Slice
+                  : s.op == CoreOp::Release    ? StepKind::Out
+                                               : StepKind::Other;
         if (s.op == CoreOp::Acquire) in.fifo = d.find_fifo(s.name);
       } else if (s.op == CoreOp::Call) {
         auto e = k.entries.find(s.name);
         if (e != k.entries.end()) in.entry = &e->second;
         for (const std::string& f : s.operands) in.operands.push_back(id_of(f));
+        StageScalars merged = runtime;
+        for (const auto& [name, v] : s.args) merged[name] = v;
+        try {
+          for (const std::string& n : k.scalars) in.scalars.push_back(scalar(merged, n.c_str()));
+        } catch (const std::invalid_argument& e) {
+          in.unresolved = e.what();
+        }
       }
     }
   }
+  // The L1 bounds are checked on the design's kernel args (what every Call passes).
+  StageScalars bounds = runtime;
+  for (const auto& [name, v] : m.cores[0]->kernel.args) bounds[name] = v;
+  if (const std::string why = state_bounds(k.name, bounds); !why.empty())
+    fail(d, k.name + " cannot run it: " + why);
+  if (const std::vector<std::string> missing = scalars_beyond_program(d, k); !missing.empty()) {
+    std::string names_missing;
+    for (const std::string& n : missing) names_missing += (names_missing.empty() ? "" : ", ") + n;
+    fail(d, "its kernel args lack " + names_missing + ", which " + k.name + " takes");
+  }
+  impl_ = std::move(made);
+}
+
+size_t CorePrograms::cores() const { return impl_->cores.size(); }
+const Design& CorePrograms::design() const { return *impl_->d; }
+
+std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, const StageKernel& k,
+                                                              const sim::StreamRefs& streams,
+                                                              const StageScalars& runtime, SimStreamCounts* counts) {
+  return CorePrograms(d, k, runtime).run(streams, counts);
+}
+
+std::map<std::string, std::vector<uint8_t>> CorePrograms::run(const sim::StreamRefs& streams,
+                                                              SimStreamCounts* counts) const {
+  const Impl& m = *impl_;
+  const Design& d = *m.d;
+  const StageKernel& k = *m.k;
+  const std::vector<const TileUse*>& cores = m.cores;
+  const std::vector<std::string>& names = m.names;
+  const std::vector<std::vector<StepInfo>>& info = m.info;
+  const size_t P = cores.size(), slice = m.slice;
+  using Kind = StepKind;
+  if (streams.first.size() != P)
+    fail(d, "has " + std::to_string(P) + " cores, got " + std::to_string(streams.first.size()) + " streams");
   // A held object: its buffer, or (a DDR object that is one piece of an argument) the argument's
   // bytes in place: the entry points take their DDR objects read-only (const).
   struct Held {
@@ -342,126 +393,140 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
     std::vector<Held> held;                     // by FIFO id
     std::vector<std::vector<uint8_t>> spare;    // released objects' buffers, reused by the next acquires
     std::shared_ptr<void> state;  // the core's L1 state, which its entry points reach (xk::core_state)
+    // What the core did in this phase, merged in core order once every core has stopped.
+    std::vector<std::pair<size_t, std::vector<uint8_t>>> gave;  // exchange round, its slice
+    std::vector<std::vector<uint8_t>> put;                      // by output FIFO id: its objects
+    std::vector<uint8_t*> objects;                              // a call's operands
+    SimStreamCounts counts;
+    bool progressed = false;
   };
   std::vector<Core> cs(P);
-  for (Core& c : cs) c.state = k.fresh_state(), c.held.resize(names.size());
-  // The state the kernels' calls on this thread use: the called core's (unset again on return).
-  struct Designate {
-    ~Designate() { xk::t_core_state = nullptr; }
-  } designate;
-  // The L1 bounds are checked on the design's kernel args (what every Call passes).
-  StageScalars bounds = runtime;
-  for (const auto& [name, v] : cores[0]->kernel.args) bounds[name] = v;
-  if (const std::string why = state_bounds(k.name, bounds); !why.empty())
-    fail(d, k.name + " cannot run it: " + why);
-  if (const std::vector<std::string> missing = scalars_beyond_program(d, k); !missing.empty()) {
-    std::string names_missing;
-    for (const std::string& n : missing) names_missing += (names_missing.empty() ? "" : ", ") + n;
-    fail(d, "its kernel args lack " + names_missing + ", which " + k.name + " takes");
-  }
+  for (Core& c : cs) c.state = k.fresh_state(), c.held.resize(names.size()), c.put.resize(names.size());
   std::vector<std::vector<uint8_t>> joined;  // per exchange round: every core's slice in order
-  std::vector<size_t> given;
+  std::vector<size_t> given;                 // per exchange round: the cores that gave it
   std::vector<std::vector<uint8_t>> out_by_id(names.size());
-  std::vector<uint8_t*> objects;
+  // Runs core p until its program ends or it waits for an exchange some core has not given by the
+  // start of this phase. It reads `joined` and `given` and writes only its own Core.
+  const auto run_core = [&](size_t p) {
+    Core& c = cs[p];
+    const std::vector<CoreStep>& prog = cores[p]->program;
+    const std::vector<StepInfo>& steps = info[p];
+    const auto next_step = [&] {  // unwinds finished loops; false when the program is done
+      while (!c.loops.empty() && int64_t(c.pc) == c.loops.back()[1]) {
+        if (--c.loops.back()[2] > 0) c.pc = size_t(c.loops.back()[0]);
+        else c.loops.pop_back();
+      }
+      return c.pc < prog.size();
+    };
+    const auto waits = [&] {  // for an exchange some core has not given yet
+      return prog[c.pc].op == CoreOp::Acquire && steps[c.pc].kind == Kind::Act &&
+             (c.takes >= given.size() || given[c.takes] < P);
+    };
+    if (!next_step() || waits()) return;
+    // The state the kernels' calls on this thread use: the called core's (unset again on return).
+    struct Designate {
+      explicit Designate(void* s) { xk::t_core_state = s; }
+      ~Designate() { xk::t_core_state = nullptr; }
+    } designate(c.state.get());
+    for (;;) {
+      if (!next_step()) break;
+      const CoreStep& s = prog[c.pc];
+      const StepInfo& in = steps[c.pc];
+      if (s.op == CoreOp::Loop) {
+        c.loops.push_back({int64_t(c.pc) + 1, int64_t(c.pc) + 1 + s.body, s.count});
+      } else if (s.op == CoreOp::Acquire) {
+        const ObjectFifo* f = in.fifo;
+        if (!f) fail(d, "core " + to_string(cores[p]->at) + " acquires unknown FIFO " + s.name);
+        if (in.kind == Kind::Act && waits()) break;  // for every core's slice
+        Held& h = c.held[size_t(in.id)];
+        if (h.ptr && h.buf.capacity()) c.spare.push_back(std::move(h.buf));  // overwritten unreleased
+        h.buf = {};
+        h.ptr = nullptr;
+        const auto fresh = [&]() -> std::vector<uint8_t>& {  // a buffer of its own, reused
+          if (!c.spare.empty()) h.buf = std::move(c.spare.back()), c.spare.pop_back();
+          return h.buf;
+        };
+        if (in.kind == Kind::Ddr) {
+          if (c.ddr >= streams.objects(p))
+            fail(d, "core " + to_string(cores[p]->at) + " reads past its DDR stream");
+          const uint8_t* whole = streams.whole(p, c.ddr);
+          if (whole && f->elem_bytes <= kObj) {
+            h.ptr = const_cast<uint8_t*>(whole);  // read-only: the DDR operands are const
+            c.counts.in_place_bytes += kObj;
+          } else {
+            std::vector<uint8_t>& obj = fresh();
+            obj.resize(std::max(size_t(f->elem_bytes), size_t(kObj)));
+            streams.read(p, c.ddr, obj.data());
+            obj.resize(size_t(f->elem_bytes));
+            if (obj.size() > size_t(kObj)) std::memset(obj.data() + kObj, 0, obj.size() - size_t(kObj));
+            h.ptr = obj.data();
+            c.counts.gathered_bytes += kObj;
+          }
+          ++c.ddr;
+        } else if (in.kind == Kind::Act) {
+          fresh() = joined[c.takes];
+          h.ptr = h.buf.data();
+        } else {
+          fresh().assign(size_t(f->elem_bytes), 0);
+          h.ptr = h.buf.data();
+        }
+      } else if (s.op == CoreOp::Release) {
+        Held& h = c.held[size_t(in.id)];
+        if (in.kind == Kind::Slice) {
+          c.gave.emplace_back(c.gives++, std::vector<uint8_t>(h.ptr, h.ptr + slice));
+        } else if (in.kind == Kind::Act) {
+          ++c.takes;
+        } else if (in.kind == Kind::Out) {
+          std::vector<uint8_t>& out = c.put[size_t(in.id)];
+          out.insert(out.end(), h.buf.begin(), h.buf.end());
+        }
+        if (h.buf.capacity()) c.spare.push_back(std::move(h.buf));
+        h.buf = {};
+        h.ptr = nullptr;
+      } else {
+        if (!in.entry) fail(d, "calls " + s.name + ", which " + k.name + " does not define");
+        if (!in.unresolved.empty()) throw std::invalid_argument(in.unresolved);
+        c.objects.clear();
+        for (size_t j = 0; j < in.operands.size(); ++j) {
+          uint8_t* o = c.held[size_t(in.operands[j])].ptr;
+          if (!o) fail(d, "core " + to_string(cores[p]->at) + " calls " + s.name + " on " + s.operands[j] +
+                              ", which it does not hold");
+          c.objects.push_back(o);
+        }
+        (*in.entry)(c.objects.data(), in.scalars.data());
+      }
+      ++c.pc;
+      c.progressed = true;
+    }
+  };
+  // Phases: every core runs until it waits for an exchange (the cores are independent between
+  // exchanges, so a phase's cores run on the engine's threads), then the slices they gave join
+  // their rounds and their outputs are appended, in core order: the same bytes in the same order
+  // whichever thread ran which core.
   for (bool busy = true; busy;) {
+    for (Core& c : cs) c.progressed = false;
+    parallel_for(int64_t(P), 1, [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) run_core(size_t(p));
+    });
     busy = false;
     for (size_t p = 0; p < P; ++p) {
       Core& c = cs[p];
-      const std::vector<CoreStep>& prog = cores[p]->program;
-      const std::vector<StepInfo>& steps = info[p];
-      const auto next_step = [&] {  // unwinds finished loops; false when the program is done
-        while (!c.loops.empty() && int64_t(c.pc) == c.loops.back()[1]) {
-          if (--c.loops.back()[2] > 0) c.pc = size_t(c.loops.back()[0]);
-          else c.loops.pop_back();
-        }
-        return c.pc < prog.size();
-      };
-      const auto waits = [&] {  // for an exchange some core has not given yet
-        return prog[c.pc].op == CoreOp::Acquire && steps[c.pc].kind == Kind::Act &&
-               (c.takes >= given.size() || given[c.takes] < P);
-      };
-      if (!next_step() || waits()) continue;
-      xk::t_core_state = c.state.get();
-      for (;;) {
-        if (!next_step()) break;
-        const CoreStep& s = prog[c.pc];
-        const StepInfo& in = steps[c.pc];
-        if (s.op == CoreOp::Loop) {
-          c.loops.push_back({int64_t(c.pc) + 1, int64_t(c.pc) + 1 + s.body, s.count});
-        } else if (s.op == CoreOp::Acquire) {
-          const ObjectFifo* f = in.fifo;
-          if (!f) fail(d, "core " + to_string(cores[p]->at) + " acquires unknown FIFO " + s.name);
-          if (in.kind == Kind::Act && waits()) break;  // for every core's slice
-          Held& h = c.held[size_t(in.id)];
-          if (h.ptr && h.buf.capacity()) c.spare.push_back(std::move(h.buf));  // overwritten unreleased
-          h.buf = {};
-          h.ptr = nullptr;
-          const auto fresh = [&]() -> std::vector<uint8_t>& {  // a buffer of its own, reused
-            if (!c.spare.empty()) h.buf = std::move(c.spare.back()), c.spare.pop_back();
-            return h.buf;
-          };
-          if (in.kind == Kind::Ddr) {
-            if (c.ddr >= streams.objects(p))
-              fail(d, "core " + to_string(cores[p]->at) + " reads past its DDR stream");
-            const uint8_t* whole = streams.whole(p, c.ddr);
-            if (whole && f->elem_bytes <= kObj) {
-              h.ptr = const_cast<uint8_t*>(whole);  // read-only: the DDR operands are const
-              if (counts) counts->in_place_bytes += kObj;
-            } else {
-              std::vector<uint8_t>& obj = fresh();
-              obj.resize(std::max(size_t(f->elem_bytes), size_t(kObj)));
-              streams.read(p, c.ddr, obj.data());
-              obj.resize(size_t(f->elem_bytes));
-              if (obj.size() > size_t(kObj)) std::memset(obj.data() + kObj, 0, obj.size() - size_t(kObj));
-              h.ptr = obj.data();
-              if (counts) counts->gathered_bytes += kObj;
-            }
-            ++c.ddr;
-          } else if (in.kind == Kind::Act) {
-            fresh() = joined[c.takes];
-            h.ptr = h.buf.data();
-          } else {
-            fresh().assign(size_t(f->elem_bytes), 0);
-            h.ptr = h.buf.data();
-          }
-        } else if (s.op == CoreOp::Release) {
-          Held& h = c.held[size_t(in.id)];
-          if (in.kind == Kind::Slice) {
-            if (joined.size() <= c.gives) joined.emplace_back(slice * P), given.push_back(0);
-            std::memcpy(joined[c.gives].data() + p * slice, h.ptr, slice);
-            ++given[c.gives++];
-          } else if (in.kind == Kind::Act) {
-            ++c.takes;
-          } else if (in.kind == Kind::Out) {
-            std::vector<uint8_t>& out = out_by_id[size_t(in.id)];
-            out.insert(out.end(), h.buf.begin(), h.buf.end());
-          }
-          if (h.buf.capacity()) c.spare.push_back(std::move(h.buf));
-          h.buf = {};
-          h.ptr = nullptr;
-        } else {
-          if (!in.entry) fail(d, "calls " + s.name + ", which " + k.name + " does not define");
-          StepInfo& mut = info[p][c.pc];
-          if (!mut.resolved) {  // the step's scalars in the kernel's order, merged once
-            StageScalars merged = runtime;
-            for (const auto& [name, v] : s.args) merged[name] = v;
-            for (const std::string& n : k.scalars) mut.scalars.push_back(scalar(merged, n.c_str()));
-            mut.resolved = true;
-          }
-          objects.clear();
-          for (size_t j = 0; j < in.operands.size(); ++j) {
-            uint8_t* o = c.held[size_t(in.operands[j])].ptr;
-            if (!o) fail(d, "core " + to_string(cores[p]->at) + " calls " + s.name + " on " + s.operands[j] +
-                                ", which it does not hold");
-            objects.push_back(o);
-          }
-          (*in.entry)(objects.data(), mut.scalars.data());
-        }
-        ++c.pc;
-        busy = true;
+      busy = busy || c.progressed;
+      for (auto& [round, bytes] : c.gave) {
+        while (joined.size() <= round) joined.emplace_back(slice * P), given.push_back(0);
+        std::memcpy(joined[round].data() + p * slice, bytes.data(), slice);
+        ++given[round];
+      }
+      c.gave.clear();
+      for (size_t id = 0; id < names.size(); ++id) {
+        std::vector<uint8_t>& out = out_by_id[id];
+        out.insert(out.end(), c.put[id].begin(), c.put[id].end());
+        c.put[id].clear();
       }
     }
   }
+  if (counts)
+    for (const Core& c : cs) counts->in_place_bytes += c.counts.in_place_bytes, counts->gathered_bytes += c.counts.gathered_bytes;
   std::map<std::string, std::vector<uint8_t>> outputs;
   for (size_t i = 0; i < names.size(); ++i)
     if (!out_by_id[i].empty()) outputs[names[i]] = std::move(out_by_id[i]);
@@ -471,16 +536,25 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
   return outputs;
 }
 
+CorePrograms design_programs(const Design& d, const SimKernelArgs& k) {
+  return CorePrograms(d, stage_kernel(cores_in_order(d).front()->kernel.name), runtime_scalars(k));
+}
+
 void run_design_programs(const Design& d, HostArgs& args, const SimKernelArgs& k, SimStreamCounts* counts) {
   if (args.size() != d.args.size()) fail(d, "takes " + std::to_string(d.args.size()) + " host arguments");
-  const std::vector<const TileUse*> cores = cores_in_order(d);
-  const StageKernel& sk = stage_kernel(cores.front()->kernel.name);
+  run_design_programs(design_programs(d, k), args, counts);
+}
+
+void run_design_programs(const CorePrograms& programs, HostArgs& args, SimStreamCounts* counts) {
+  const Design& d = programs.design();
+  if (args.size() != d.args.size()) fail(d, "takes " + std::to_string(d.args.size()) + " host arguments");
+  const size_t P = programs.cores();
   std::map<std::string, std::vector<uint8_t>> out =
-      run_core_programs(d, sk, sim::core_stream_refs(d, args, int64_t(cores.size())), runtime_scalars(k), counts);
+      programs.run(sim::core_stream_refs(d, args, int64_t(P)), counts);
   for (const char* fifo : {"result", "kv_new"})
     if (d.find_fifo(fifo)) drain(d, args, fifo, out[fifo]);
   // Joined outputs: column c drains [object][core][object bytes] of its cores' "out" FIFOs.
-  for (size_t c = 0; c < cores.size() / kCores; ++c) {
+  for (size_t c = 0; c < P / kCores; ++c) {
     const std::string base = "out_c" + std::to_string(c);
     const ObjectFifo* f = d.find_fifo(base + "r0");
     if (!f) continue;

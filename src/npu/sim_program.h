@@ -1,8 +1,10 @@
 // Runs a fused design's core programs (design.h CoreStep) over the stage entry points of its
 // kernel (aie_kernels/<kernel>.cc, kernels.h): every core acquires and releases its FIFO objects
-// and calls its entry points in its program's order, one core at a time until it waits for an
-// exchange the others have not given yet; the memtile join of an exchange is the cores' slices
-// side by side in (column, row) order, as the join chain builds it. This is the design data
+// and calls its entry points in its program's order. It runs in phases: in each, every core runs
+// until it waits for an exchange not yet given by every core (the cores of a phase on the engine's
+// threads, core/parallel.h: they share nothing between exchanges); then the slices
+// given join their rounds, side by side in (column, row) order as the memtile's join chain builds
+// them, and the outputs are appended in core order, so the bytes do not depend on the threads. This is the design data
 // driving the kernel sources directly, and it is how npu-sim executes the fused designs
 // (sim_exec.h run_design): the stage computation exists once, in aie_kernels/.
 //
@@ -61,6 +63,24 @@ std::vector<std::string> scalars_beyond_program(const Design& d, const StageKern
 // access patterns, split [object][core][2 KiB] as the memtile split does.
 std::vector<std::vector<uint8_t>> program_streams(const Design& d, const HostArgs& args);
 
+// A design's core programs resolved against kernel `k` once: the cores in order, each step's FIFO
+// as an id, what it moves, its entry point and its scalars; the kernel's L1 bounds and scalars
+// checked (throws std::invalid_argument naming the design). The layers of a decode token share
+// one (sim_exec_decoder.cpp); `d` and `k` must outlive it.
+class CorePrograms {
+ public:
+  CorePrograms(const Design& d, const StageKernel& k, const StageScalars& runtime);
+  // Runs every core's program once over `streams` (see run_core_programs below).
+  std::map<std::string, std::vector<uint8_t>> run(const sim::StreamRefs& streams,
+                                                  SimStreamCounts* counts = nullptr) const;
+  size_t cores() const;
+  const Design& design() const;
+  struct Impl;
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
 // Runs every core's program once over `streams` (one per core, (column, row) order). Returns the
 // objects each output FIFO received ("result", "kv_new", "out_c0r1", ...), concatenated in the
 // order they were released. Throws std::invalid_argument naming the design when a program calls
@@ -80,5 +100,9 @@ std::map<std::string, std::vector<uint8_t>> run_core_programs(const Design& d, c
 // its checks of the arguments and the shape.
 void run_design_programs(const Design& d, HostArgs& args, const SimKernelArgs& k = {},
                          SimStreamCounts* counts = nullptr);
+// The programs of `d` resolved for its kernel (stage_kernel of its cores' kernel) and `k`, and a
+// run of them (what run_design_programs does per call).
+CorePrograms design_programs(const Design& d, const SimKernelArgs& k = {});
+void run_design_programs(const CorePrograms& programs, HostArgs& args, SimStreamCounts* counts = nullptr);
 
 }  // namespace xdna::npu

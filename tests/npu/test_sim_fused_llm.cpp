@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "aie_kernels/fused_stage_int8.h"  // the int4 KV row format
+#include "core/parallel.h"
 #include "core/sha256.h"
 #include "sim_model_util.h"
 #include "models/decoder.h"
@@ -438,6 +439,9 @@ std::string fused_digest(const char* name, int64_t window, DType weights, size_t
   return sha256_hex(bytes.data(), bytes.size());
 }
 
+constexpr const char* kQwen3Int8Digest = "538b38f6072667ec82014ae6ade53373a861715133da096447621238f2a299ef";
+constexpr const char* kGemma3Int8Digest = "4cacc21d535994b311d0fc9a2c8ef5c65a3e63156478de2f4702b6935cc0d942";
+
 TEST(SimFusedResidentKv, TokensAndCacheBitIdenticalToThePackedCache) {
   const struct {
     const char* fixture;
@@ -446,9 +450,9 @@ TEST(SimFusedResidentKv, TokensAndCacheBitIdenticalToThePackedCache) {
     const char* digest;
   } cases[] = {
       {"qwen3", 0, DType::BF16, "0af319a9c706152d3d3b809b24d16d3994274b6a84039cd3f8d4c74b7c2e4de6"},
-      {"qwen3", 0, DType::I8, "538b38f6072667ec82014ae6ade53373a861715133da096447621238f2a299ef"},
+      {"qwen3", 0, DType::I8, kQwen3Int8Digest},
       {"gemma3", 6, DType::BF16, "e8272cb2f376ce299a18a1fed37897b6dcf2f3361a5eabbb4d5c2cd76d2a9472"},
-      {"gemma3", 6, DType::I8, "4cacc21d535994b311d0fc9a2c8ef5c65a3e63156478de2f4702b6935cc0d942"},
+      {"gemma3", 6, DType::I8, kGemma3Int8Digest},
   };
   for (const auto& c : cases) {
     const std::string d = fused_digest(c.fixture, c.window, c.weights, 8);
@@ -458,6 +462,19 @@ TEST(SimFusedResidentKv, TokensAndCacheBitIdenticalToThePackedCache) {
     EXPECT_EQ(fused_digest(c.fixture, c.window, c.weights, 8, /*resident=*/true), c.digest)
         << c.fixture << " " << dtype_name(c.weights) << ", resident weights";
   }
+}
+
+// The interpreter runs a phase's cores on the engine's threads (sim_program.h): the same logits
+// and cache, bit for bit, on 1, 2 and 4 threads (4 on this 2-core machine: more, smaller chunks
+// interleaved by the OS), with the token's designs prepared once and shared by its layers.
+TEST(SimFusedThreads, SameTokensAndCacheOnOneTwoAndFourThreads) {
+  const int before = num_threads();
+  for (int threads : {1, 2, 4}) {
+    set_num_threads(threads);
+    EXPECT_EQ(fused_digest("qwen3", 0, DType::I8, 8, /*resident=*/true), kQwen3Int8Digest) << threads << " threads";
+    EXPECT_EQ(fused_digest("gemma3", 6, DType::I8, 8), kGemma3Int8Digest) << threads << " threads";
+  }
+  set_num_threads(before);
 }
 
 // Decoding keeps the packed weights: each layer and the head packed at the first token and never
