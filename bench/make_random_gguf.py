@@ -12,11 +12,16 @@ The vocabulary is synthetic (256 byte tokens + numbered tokens): enough for both
 the file, not for text. Weights: N(0, 0.02) matrices, norm weights 1.
 
   python bench/make_random_gguf.py --arch qwen3-0.6b --out /tmp/qwen3-0.6b-random-f16.gguf
+
+`--type q8_0` writes the matrices as Q8_0 through gguf-py's own quantizer (no llama.cpp build
+needed: for benchmarks of this engine alone, e.g. `npu bench llm --device npu-sim`; the peer
+comparison quantizes with llama.cpp's quantizer, bench/llm_vs_llamacpp.py).
 """
 import argparse
 
 import numpy as np
 import gguf
+import gguf.quants
 
 ARCHS = {
     "qwen3-0.6b": dict(arch="qwen3", vocab=151936, hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128,
@@ -52,6 +57,7 @@ def main():
     ap.add_argument("--arch", default="qwen3-0.6b", choices=sorted(ARCHS))
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--type", default="f16", choices=["f16", "q8_0"], help="the matrices' type")
     a = ap.parse_args()
     c = ARCHS[a.arch]
     rng = np.random.default_rng(a.seed)
@@ -69,7 +75,7 @@ def main():
     w.add_value_length(c["head_dim"])
     w.add_rope_freq_base(c["rope_theta"])
     w.add_layer_norm_rms_eps(c["eps"])
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if a.type == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
 
     tokens, types = byte_level_tokens(c["vocab"], {c["bos"]: "<|endoftext|>", c["eos"]: "<|im_end|>"})
     w.add_tokenizer_model("gpt2")
@@ -82,25 +88,32 @@ def main():
     w.add_add_bos_token(False)
 
     def mat(rows, cols):
-        return (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float16)
+        m = (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float16)
+        if a.type == "f16":
+            return m
+        return gguf.quants.quantize(m.astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+
+    def add_matrix(name, rows, cols):
+        m = mat(rows, cols)
+        w.add_tensor(name, m, raw_dtype=None if a.type == "f16" else gguf.GGMLQuantizationType.Q8_0)
 
     ones = lambda n: np.ones(n, dtype=np.float32)
     H, D, F = c["hidden"], c["head_dim"], c["ffn"]
-    w.add_tensor("token_embd.weight", mat(c["vocab"], H))
+    add_matrix("token_embd.weight", c["vocab"], H)
     w.add_tensor("output_norm.weight", ones(H))
     for i in range(c["layers"]):
         p = f"blk.{i}."
         w.add_tensor(p + "attn_norm.weight", ones(H))
-        w.add_tensor(p + "attn_q.weight", mat(c["heads"] * D, H))
-        w.add_tensor(p + "attn_k.weight", mat(c["kv_heads"] * D, H))
-        w.add_tensor(p + "attn_v.weight", mat(c["kv_heads"] * D, H))
-        w.add_tensor(p + "attn_output.weight", mat(H, c["heads"] * D))
+        add_matrix(p + "attn_q.weight", c["heads"] * D, H)
+        add_matrix(p + "attn_k.weight", c["kv_heads"] * D, H)
+        add_matrix(p + "attn_v.weight", c["kv_heads"] * D, H)
+        add_matrix(p + "attn_output.weight", H, c["heads"] * D)
         w.add_tensor(p + "attn_q_norm.weight", ones(D))
         w.add_tensor(p + "attn_k_norm.weight", ones(D))
         w.add_tensor(p + "ffn_norm.weight", ones(H))
-        w.add_tensor(p + "ffn_gate.weight", mat(F, H))
-        w.add_tensor(p + "ffn_up.weight", mat(F, H))
-        w.add_tensor(p + "ffn_down.weight", mat(H, F))
+        add_matrix(p + "ffn_gate.weight", F, H)
+        add_matrix(p + "ffn_up.weight", F, H)
+        add_matrix(p + "ffn_down.weight", H, F)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
