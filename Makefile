@@ -39,7 +39,9 @@ ASAN_SCOPE ?= all
 ASAN_SKIP_LIST := SimFusedInt4KvLlm[.] SimFusedKv4[.]OutputNear SimFusedResidentKv[.] \
   SimFusedInt8KvLlm[.] SimFusedResidentWeights[.]PackedOnce SimFusedInt8Llm[.] SimFusedGemma[.]GreedyTokens \
   LlmNpuSimFusedQuantized[.] NpuKvPositionIndependent[.]LongRun Int4KvStreamBytes[.]PlanKvRead \
-  NpuDeviceFusedDecodeGemma[.]ChainExecuted SimFusedThreads[.]
+  NpuDeviceFusedDecodeGemma[.]ChainExecuted SimFusedThreads[.] Int8KvStreamBytes[.]PlanKvRead \
+  DecoderPlan[.]DdrItemsAddUpToTheTokensTraffic AieKernelSources[.]EveryEntryPointOfKernelsH \
+  DecodeDryRun[.]Gemma3_270mOneToken DecodeDryRun[.]Qwen3_06bOneToken
 empty :=
 space := $(empty) $(empty)
 ASAN_SKIP := $(subst $(space),|,$(strip $(ASAN_SKIP_LIST)))
@@ -48,8 +50,9 @@ test-asan:
 	  -DXDNA_SCOPE=$(ASAN_SCOPE)
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	# BenchCli measures speed: meaningless (and slow) under the sanitizers. ASAN_SKIP: whole-model
-	# npu-sim decode runs (7-47 s each here, ~180 s of CI's 30 minutes); they run in `make test`,
-	# and smaller tests of the same kernels and designs (SimFused.*, SimFusedLlm.*) run here.
+	# npu-sim decode runs (7-47 s each here, ~180 s of CI's 30 minutes), and full-size plan, dry-run
+	# and kernel-source scans (7-11 s each); they run in `make test`, and smaller tests of the same
+	# kernels, designs and dry runs (SimFused.*, SimFusedLlm.*, DecodeDryRun.*) run here.
 	# An empty model store of its own: real-model tests skip here whatever the machine holds (they
 	# run in `make test`; under the sanitizers a full Whisper run alone exceeds ctest's timeout).
 	rm -rf $(BUILD)-asan/empty-store && mkdir -p $(BUILD)-asan/empty-store
